@@ -1,0 +1,1 @@
+"""Trace analysis on PySpark (schema, jobs, notebook)."""

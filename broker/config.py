@@ -1,0 +1,206 @@
+"""The broker's configuration: one typed object built from Kafka's property names and defaults.
+
+Where the classroom needs other values (short session and lag timeouts), they come from a named profile
+that is printed at start, never from silently different defaults.
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+# Named profiles: Kafka property overrides applied before the user's own settings.
+PROFILES: dict[str, dict[str, str]] = {
+    "kafka": {},
+    "classroom": {
+        "zookeeper.session.timeout.ms": "2000",
+        "replica.lag.time.max.ms": "3000",
+        "controlled.shutdown.retry.backoff.ms": "500",
+    },
+}
+
+
+class ConfigError(ValueError):
+    """The configuration cannot be used; the message says which property and what to do."""
+
+
+@dataclass(frozen=True)
+class Listener:
+    name: str
+    host: str      # "" = all interfaces
+    port: int
+
+    @property
+    def bind_host(self) -> str:
+        return self.host or "0.0.0.0"
+
+    def __str__(self) -> str:
+        return f"{self.name}://{self.host}:{self.port}"
+
+
+def parse_listeners(value: str, property_name: str) -> list[Listener]:
+    listeners = []
+    for item in filter(None, (part.strip() for part in value.split(","))):
+        name, sep, address = item.partition("://")
+        host, colon, port = address.rpartition(":")
+        if not sep or not colon or not name or not port.isdigit() or not 0 <= int(port) <= 65535:
+            raise ConfigError(f"{property_name}: {item!r} is not LISTENER_NAME://host:port")
+        listeners.append(Listener(name.upper(), host.strip("[]"), int(port)))
+    names = [listener.name for listener in listeners]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"{property_name}: each listener name may appear once ({value})")
+    return listeners
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Java .properties: key=value, key: value or key value; # and ! comments; \\ continues a line."""
+    props: dict[str, str] = {}
+    pending = ""
+    for raw in text.splitlines():
+        line = pending + raw.strip()
+        pending = ""
+        if not line or line[0] in "#!":
+            continue
+        if line.endswith("\\") and not line.endswith("\\\\"):
+            pending = line[:-1]
+            continue
+        cut = min((i for i in (line.find("="), line.find(":"), line.find(" ")) if i >= 0), default=len(line))
+        key, value = line[:cut].strip(), line[cut + 1:].strip()
+        props[key] = value
+    return props
+
+
+class KafkaConfig(BaseModel):
+    model_config = ConfigDict(frozen=True, populate_by_name=True, extra="allow")
+
+    broker_id: int = Field(alias="broker.id", ge=0)
+    listeners: str = Field("PLAINTEXT://127.0.0.1:9092,CLUSTER://127.0.0.1:9192", alias="listeners")
+    advertised_listeners: str | None = Field(None, alias="advertised.listeners")
+    listener_security_protocol_map: str = Field("PLAINTEXT:PLAINTEXT,CLUSTER:PLAINTEXT",
+                                                alias="listener.security.protocol.map")
+    # kafkasim's inter-broker listener speaks gRPC (the cluster plane), never the Kafka protocol.
+    inter_broker_listener_name: str = Field("CLUSTER", alias="inter.broker.listener.name")
+    broker_rack: str | None = Field(None, alias="broker.rack")
+    log_dir: str = Field("/tmp/kafka-logs", alias="log.dir")
+    log_dirs: str | None = Field(None, alias="log.dirs")
+    zookeeper_connect: str = Field(alias="zookeeper.connect", min_length=1)
+    zookeeper_session_timeout_ms: int = Field(18000, alias="zookeeper.session.timeout.ms", gt=0)
+    zookeeper_connection_timeout_ms: int | None = Field(None, alias="zookeeper.connection.timeout.ms", gt=0)
+    controlled_shutdown_enable: bool = Field(True, alias="controlled.shutdown.enable")
+    controlled_shutdown_max_retries: int = Field(3, alias="controlled.shutdown.max.retries", ge=0)
+    controlled_shutdown_retry_backoff_ms: int = Field(5000, alias="controlled.shutdown.retry.backoff.ms", ge=0)
+    unclean_leader_election_enable: bool = Field(False, alias="unclean.leader.election.enable")
+    delete_topic_enable: bool = Field(True, alias="delete.topic.enable")
+    auto_create_topics_enable: bool = Field(True, alias="auto.create.topics.enable")
+    num_partitions: int = Field(1, alias="num.partitions", ge=1)
+    default_replication_factor: int = Field(1, alias="default.replication.factor", ge=1)
+    min_insync_replicas: int = Field(1, alias="min.insync.replicas", ge=1)
+    replica_lag_time_max_ms: int = Field(30000, alias="replica.lag.time.max.ms", gt=0)
+    controller_socket_timeout_ms: int = Field(30000, alias="controller.socket.timeout.ms", gt=0)
+    trace_file: str | None = Field(None, alias="kafkasim.trace.file")
+    profile: str = Field("kafka", alias="kafkasim.profile")
+
+    @field_validator("profile")
+    @classmethod
+    def _known_profile(cls, value: str) -> str:
+        if value not in PROFILES:
+            raise ValueError(f"unknown profile {value!r}; choose one of {', '.join(PROFILES)}")
+        return value
+
+    @model_validator(mode="after")
+    def _listeners_make_sense(self) -> KafkaConfig:
+        listeners = parse_listeners(self.listeners, "listeners")
+        names = {listener.name for listener in listeners}
+        if self.inter_broker_listener_name not in names:
+            raise ValueError(
+                f"listeners must include the cluster-plane listener {self.inter_broker_listener_name}://host:port "
+                f"(gRPC between controller and brokers), e.g. "
+                f"listeners=PLAINTEXT://127.0.0.1:9092,{self.inter_broker_listener_name}://127.0.0.1:9192")
+        if len(names) < 2:
+            raise ValueError("listeners needs a client listener (e.g. PLAINTEXT://127.0.0.1:9092) as well")
+        advertised = {listener.name for listener in self.advertised}
+        if not advertised <= names:
+            raise ValueError(f"advertised.listeners names {sorted(advertised - names)} not in listeners")
+        ports = [listener.port for listener in listeners if listener.port]
+        if len(set(ports)) != len(ports):
+            raise ValueError(f"listeners use one port twice: {self.listeners}")
+        return self
+
+    # --- derived views ----------------------------------------------------------------------------------
+
+    @property
+    def bound_listeners(self) -> list[Listener]:
+        return parse_listeners(self.listeners, "listeners")
+
+    @property
+    def advertised(self) -> list[Listener]:
+        listeners = parse_listeners(self.advertised_listeners or self.listeners, "advertised.listeners")
+        # Kafka advertises the host name when a listener binds every interface.
+        return [Listener(lst.name, lst.host or socket.getfqdn(), lst.port) for lst in listeners]
+
+    @property
+    def client_listeners(self) -> list[Listener]:
+        return [lst for lst in self.bound_listeners if lst.name != self.inter_broker_listener_name]
+
+    @property
+    def cluster_listener(self) -> Listener:
+        return next(lst for lst in self.bound_listeners if lst.name == self.inter_broker_listener_name)
+
+    @property
+    def security_protocol_map(self) -> dict[str, str]:
+        pairs = (item.split(":", 1) for item in self.listener_security_protocol_map.split(",") if ":" in item)
+        return {name.strip().upper(): protocol.strip().upper() for name, protocol in pairs}
+
+    @property
+    def all_log_dirs(self) -> list[Path]:
+        return [Path(d.strip()) for d in (self.log_dirs or self.log_dir).split(",") if d.strip()]
+
+    @property
+    def trace_path(self) -> Path:
+        return Path(self.trace_file) if self.trace_file else self.all_log_dirs[0] / "kafkasim-trace.jsonl"
+
+    @property
+    def unknown_properties(self) -> list[str]:
+        return sorted(self.model_extra or {})
+
+    # --- building -------------------------------------------------------------------------------------
+
+    @classmethod
+    def from_properties(cls, props: dict[str, str], source: str = "configuration") -> KafkaConfig:
+        profile = props.get("kafkasim.profile", "kafka")
+        merged = {**PROFILES.get(profile, {}), **props}
+        try:
+            return cls.model_validate(merged)
+        except ValidationError as exc:
+            problems = []
+            for error in exc.errors():
+                where = ".".join(str(part) for part in error["loc"]) or "(properties)"
+                message = "is required" if error["type"] == "missing" else error["msg"].removeprefix("Value error, ")
+                problems.append(f"  {where}: {message}")
+            raise ConfigError(f"{source} is not a usable broker configuration:\n" + "\n".join(problems)) from None
+        except ConfigError as exc:
+            raise ConfigError(f"{source}: {exc}") from None
+
+    @classmethod
+    def from_file(cls, path: Path, overrides: dict[str, str] | None = None) -> KafkaConfig:
+        try:
+            text = path.read_text()
+        except OSError as exc:
+            raise ConfigError(f"cannot read {path}: {exc.strerror}") from None
+        return cls.from_properties({**parse_properties(text), **(overrides or {})}, str(path))
+
+    def describe(self) -> str:
+        lines = [f"kafkasim broker {self.broker_id}, profile {self.profile}"]
+        for key, value in PROFILES[self.profile].items():
+            lines.append(f"  profile sets {key}={value}")
+        for key in self.unknown_properties:
+            lines.append(f"  warning: the configuration {key} was supplied but isn't a known config")
+        return "\n".join(lines)
+
+
+def print_config_error(exc: ConfigError) -> None:
+    print(f"error: {exc}", file=sys.stderr)

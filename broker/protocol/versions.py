@@ -1,0 +1,125 @@
+"""The API versions this broker advertises (wire-compat.md section 0) and the kio classes behind each."""
+
+from __future__ import annotations
+
+import enum
+import functools
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from kio.index import load_request_schema, load_response_schema
+from kio.static.protocol import RequestPayload, ResponsePayload
+
+
+class ApiKey(enum.IntEnum):
+    PRODUCE = 0
+    FETCH = 1
+    LIST_OFFSETS = 2
+    METADATA = 3
+    OFFSET_COMMIT = 8
+    OFFSET_FETCH = 9
+    FIND_COORDINATOR = 10
+    JOIN_GROUP = 11
+    HEARTBEAT = 12
+    LEAVE_GROUP = 13
+    SYNC_GROUP = 14
+    DESCRIBE_GROUPS = 15
+    LIST_GROUPS = 16
+    API_VERSIONS = 18
+    CREATE_TOPICS = 19
+    DELETE_TOPICS = 20
+    INIT_PRODUCER_ID = 22
+    OFFSET_FOR_LEADER_EPOCH = 23
+    DESCRIBE_CONFIGS = 32
+
+
+@dataclass(frozen=True, slots=True)
+class VersionRange:
+    """One row of the ApiVersions answer, plus what the broker can really decode."""
+
+    api_key: ApiKey
+    min_version: int
+    max_version: int
+    # First version that uses KIP-482 flexible encoding (compact strings, tagged fields).
+    first_flexible_version: int
+    min_implemented_version: int | None = None
+
+    @property
+    def implemented_from(self) -> int:
+        return self.min_version if self.min_implemented_version is None else self.min_implemented_version
+
+
+_RANGES = (
+    # Produce 0-2 is advertised only because librdkafka < 2.11.1 (kcat on Debian bookworm) enables
+    # gzip/snappy/lz4 only when Produce v0 is in range; Kafka 4.0 plays the same trick (KAFKA-18659).
+    # No client sends them: a request below v3 is answered as unsupported.
+    VersionRange(ApiKey.PRODUCE, 0, 8, 9, min_implemented_version=3),
+    VersionRange(ApiKey.FETCH, 4, 11, 12),
+    VersionRange(ApiKey.LIST_OFFSETS, 1, 5, 6),
+    # Metadata v0 reads an empty topic list as "all topics": starting at v1 avoids that trap.
+    VersionRange(ApiKey.METADATA, 1, 8, 9),
+    VersionRange(ApiKey.OFFSET_COMMIT, 2, 7, 8),
+    VersionRange(ApiKey.OFFSET_FETCH, 1, 5, 6),
+    VersionRange(ApiKey.FIND_COORDINATOR, 0, 2, 3),
+    VersionRange(ApiKey.JOIN_GROUP, 0, 5, 6),
+    VersionRange(ApiKey.HEARTBEAT, 0, 3, 4),
+    VersionRange(ApiKey.LEAVE_GROUP, 0, 3, 4),
+    VersionRange(ApiKey.SYNC_GROUP, 0, 3, 4),
+    VersionRange(ApiKey.DESCRIBE_GROUPS, 0, 4, 5),
+    VersionRange(ApiKey.LIST_GROUPS, 0, 2, 3),
+    # v3 is the only flexible version advertised: librdkafka opens every connection with it.
+    VersionRange(ApiKey.API_VERSIONS, 0, 3, 3),
+    VersionRange(ApiKey.CREATE_TOPICS, 2, 4, 5),
+    VersionRange(ApiKey.DELETE_TOPICS, 1, 3, 4),
+    # Mandatory: kafka-python 3 producers are idempotent by default and fail without it.
+    VersionRange(ApiKey.INIT_PRODUCER_ID, 0, 1, 2),
+    VersionRange(ApiKey.OFFSET_FOR_LEADER_EPOCH, 2, 3, 4),
+    VersionRange(ApiKey.DESCRIBE_CONFIGS, 1, 3, 4),
+)
+
+SUPPORTED_VERSIONS: Mapping[int, VersionRange] = MappingProxyType({r.api_key: r for r in _RANGES})
+
+
+def is_supported(api_key: int, api_version: int) -> bool:
+    """True if (api_key, api_version) lies inside the advertised range."""
+    supported = SUPPORTED_VERSIONS.get(api_key)
+    return supported is not None and supported.min_version <= api_version <= supported.max_version
+
+
+def is_implemented(api_key: int, api_version: int) -> bool:
+    """True if the broker decodes and answers this version (advertised minus Produce 0-2)."""
+    supported = SUPPORTED_VERSIONS.get(api_key)
+    return supported is not None and supported.implemented_from <= api_version <= supported.max_version
+
+
+@dataclass(frozen=True, slots=True)
+class ApiSpec:
+    """How one (api_key, api_version) travels on the wire."""
+
+    api_key: ApiKey
+    api_version: int
+    request_class: type[RequestPayload]
+    response_class: type[ResponsePayload]
+    flexible: bool
+    request_header_version: int
+    response_header_version: int
+
+
+@functools.cache
+def api_spec(api_key: int, api_version: int) -> ApiSpec | None:
+    """The kio classes and header versions of an implemented API version; None otherwise."""
+    if not is_implemented(api_key, api_version):
+        return None
+    flexible = api_version >= SUPPORTED_VERSIONS[api_key].first_flexible_version
+    return ApiSpec(
+        api_key=ApiKey(api_key),
+        api_version=api_version,
+        request_class=load_request_schema(api_key, api_version),
+        response_class=load_response_schema(api_key, api_version),
+        flexible=flexible,
+        request_header_version=2 if flexible else 1,
+        # KIP-511: clients read the ApiVersions response header before they know which versions the
+        # broker speaks, so it stays v0 (no tagged fields) even when the body is flexible.
+        response_header_version=1 if flexible and api_key != ApiKey.API_VERSIONS else 0,
+    )

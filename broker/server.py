@@ -1,0 +1,234 @@
+"""KafkaServer: one broker process. Starts its listeners, registers in ZooKeeper, runs its controller,
+applies control requests, and leaves cleanly on SIGTERM (controlled shutdown)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import socket
+
+import grpc
+from kio.schema.errors import ErrorCode
+
+from broker.config import KafkaConfig, Listener
+from broker.control_service import AdminService, ControlPlaneService
+from broker.metadata_cache import MetadataCache
+from broker.registration import (
+    create_top_level_paths,
+    get_or_create_cluster_id,
+    register_broker,
+    registration_for,
+)
+from broker.replica_manager import ReplicaManager, ReplicaState, TopicPartition
+from clusterplane import cluster_pb2 as pb
+from clusterplane.cluster_pb2_grpc import (
+    ControlPlaneStub,
+    add_AdminServicer_to_server,
+    add_ControlPlaneServicer_to_server,
+)
+from controller import events as controller_events
+from controller.controller import KafkaController
+from traces import events as te
+from traces.writer import TraceWriter
+from zk.client import SessionEvent, ZkClient
+from zk.znodes import BrokerIdZNode, ControllerZNode, ZNodeDecodeError
+
+log = logging.getLogger(__name__)
+
+
+class StartupError(RuntimeError):
+    """The broker cannot start; the message says what to fix."""
+
+
+def check_port_free(listener: Listener) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((listener.bind_host, listener.port))
+        except OSError as exc:
+            raise StartupError(f"listener {listener} cannot bind {listener.bind_host}:{listener.port}: "
+                               f"{exc.strerror}; stop what holds the port or change 'listeners'") from None
+
+
+class KafkaServer:
+    def __init__(self, config: KafkaConfig) -> None:
+        self.config = config
+        self.broker_id = config.broker_id
+        self.trace = TraceWriter(config.trace_path, config.broker_id)
+        self.zk = ZkClient(config.zookeeper_connect, config.zookeeper_session_timeout_ms,
+                           config.zookeeper_connection_timeout_ms)
+        self.replica_manager = ReplicaManager(config.broker_id, self._on_role_change)
+        self.metadata_cache = MetadataCache()
+        self.controller: KafkaController | None = None
+        self.cluster_id: str | None = None
+        self._grpc_server: grpc.aio.Server | None = None
+        self._client_servers: list[asyncio.base_events.Server] = []
+        self._stopping = asyncio.Event()
+        self._registration = registration_for(config)
+
+    # --- start ------------------------------------------------------------------------------------------
+
+    async def startup(self) -> None:
+        for listener in self.config.bound_listeners:
+            check_port_free(listener)
+        for log_dir in self.config.all_log_dirs:
+            log_dir.mkdir(parents=True, exist_ok=True)
+        await self._start_cluster_plane()
+        await self._start_client_listeners()
+        self.zk.add_session_listener(self._on_session_event)
+        await self.zk.start(say=lambda msg: log.warning("%s", msg))
+        await create_top_level_paths(self.zk)
+        self.cluster_id = await get_or_create_cluster_id(self.zk)
+        await self._register()
+        self.controller = KafkaController(
+            self.broker_id, self.zk, self.trace, cluster_listener_name=self.config.inter_broker_listener_name,
+            unclean_leader_election_enable=self.config.unclean_leader_election_enable,
+            delete_topic_enable=self.config.delete_topic_enable,
+            request_timeout_ms=self.config.controller_socket_timeout_ms)
+        self.controller.start()
+        log.info("broker %d started (cluster %s, epoch %d)", self.broker_id, self.cluster_id,
+                 self.replica_manager.broker_epoch)
+
+    async def _start_cluster_plane(self) -> None:
+        listener = self.config.cluster_listener
+        # gRPC binds with SO_REUSEPORT by default, which would let two brokers share a port silently.
+        server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+        add_ControlPlaneServicer_to_server(ControlPlaneService(self), server)
+        add_AdminServicer_to_server(AdminService(self), server)
+        try:
+            port = server.add_insecure_port(f"{listener.bind_host}:{listener.port}")
+        except RuntimeError as exc:
+            raise StartupError(f"listener {listener} cannot bind: {exc}") from None
+        if port == 0:
+            raise StartupError(f"listener {listener} cannot bind {listener.bind_host}:{listener.port}")
+        await server.start()
+        self._grpc_server = server
+
+    async def _start_client_listeners(self) -> None:
+        for listener in self.config.client_listeners:
+            try:
+                server = await asyncio.start_server(self._client_connection, listener.bind_host, listener.port,
+                                                    reuse_address=True)
+            except OSError as exc:
+                raise StartupError(f"listener {listener} cannot bind: {exc.strerror}") from None
+            self._client_servers.append(server)
+
+    async def _client_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        # The Kafka protocol itself is served by the client plane (a later issue); until then a client
+        # learns at once that nothing is served here instead of hanging.
+        log.info("closing Kafka-protocol connection from %s: the client plane is not served by this version",
+                 writer.get_extra_info("peername"))
+        writer.close()
+
+    async def _register(self) -> None:
+        epoch = await register_broker(self.zk, self.broker_id, self._registration)
+        self.replica_manager.broker_epoch = epoch
+        self.trace.emit(te.BrokerRegistered, broker_epoch=epoch, endpoints=self._registration.endpoints)
+
+    # --- ZooKeeper session --------------------------------------------------------------------------------
+
+    def _on_session_event(self, event: SessionEvent) -> None:
+        self.trace.emit(te.SessionStateChanged, state=event.value, session_id=self.zk.session_id)
+        if self.controller is None or self._stopping.is_set():
+            return
+        if event is SessionEvent.EXPIRED:
+            log.warning("broker %d: ZooKeeper session expired", self.broker_id)
+            self.controller.put(controller_events.Expire())
+        elif event is SessionEvent.NEW_SESSION:
+            asyncio.get_running_loop().create_task(self._reregister())
+
+    async def _reregister(self) -> None:
+        try:
+            await self._register()
+        except Exception:
+            log.exception("broker %d could not re-register after session expiry", self.broker_id)
+            return
+        if self.controller is not None:
+            self.controller.put(controller_events.RegisterBrokerAndReelect())
+
+    # --- replica roles ------------------------------------------------------------------------------------
+
+    def _on_role_change(self, state: ReplicaState | None, tp: TopicPartition, role: str) -> None:
+        self.trace.emit(te.ReplicaRoleChanged, topic=tp[0], partition=tp[1], role=role,
+                        leader=state.leader if state else -1, leader_epoch=state.leader_epoch if state else -1,
+                        isr=state.isr if state else [], controller_epoch=state.controller_epoch if state else None)
+
+    # --- stop ---------------------------------------------------------------------------------------------
+
+    def request_stop(self) -> None:
+        self._stopping.set()
+
+    async def wait_for_stop(self) -> None:
+        await self._stopping.wait()
+
+    async def controlled_shutdown(self) -> bool:
+        """Asks the controller to move this broker's leaderships away first (Kafka's controlled shutdown)."""
+        config = self.config
+        for attempt in range(1, config.controlled_shutdown_max_retries + 1):
+            self.trace.emit(te.ControlledShutdownStep, phase="requested", detail=f"attempt {attempt}")
+            error, remaining, detail = await self._send_controlled_shutdown()
+            if error == ErrorCode.none.value and not remaining:
+                self.trace.emit(te.ControlledShutdownStep, phase="succeeded")
+                return True
+            self.trace.emit(te.ControlledShutdownStep, phase="retrying", remaining_partitions=len(remaining),
+                            detail=detail)
+            log.info("controlled shutdown attempt %d: %s", attempt, detail)
+            if attempt < config.controlled_shutdown_max_retries:
+                await asyncio.sleep(config.controlled_shutdown_retry_backoff_ms / 1000)
+        self.trace.emit(te.ControlledShutdownStep, phase="failed")
+        return False
+
+    async def _send_controlled_shutdown(self) -> tuple[int, list, str]:
+        try:
+            data, _ = await self.zk.get(ControllerZNode.path)
+            controller_id = ControllerZNode.decode(data).brokerid
+            raw, _ = await self.zk.get(BrokerIdZNode.path(controller_id))
+            registration = BrokerIdZNode.decode(controller_id, raw)
+        except (ZNodeDecodeError, Exception) as exc:  # no controller right now, or it just moved
+            return ErrorCode.not_controller.value, [], f"no controller reachable ({exc!r})"
+        endpoint = registration.endpoint(self.config.inter_broker_listener_name)
+        if endpoint is None:
+            return ErrorCode.not_controller.value, [], f"controller {controller_id} has no cluster endpoint"
+        async with grpc.aio.insecure_channel(f"{endpoint[0]}:{endpoint[1]}") as channel:
+            try:
+                response = await ControlPlaneStub(channel).ControlledShutdown(
+                    pb.ControlledShutdownRequest(broker_id=self.broker_id,
+                                                 broker_epoch=self.replica_manager.broker_epoch),
+                    timeout=self.config.controller_socket_timeout_ms / 1000)
+            except grpc.aio.AioRpcError as exc:
+                return ErrorCode.network_exception.value, [], f"controller {controller_id}: {exc.code().name}"
+        remaining = [(tp.topic, tp.partition) for tp in response.remaining_partitions]
+        return response.error_code, remaining, f"controller {controller_id} answered {response.error_code}, " \
+                                               f"{len(remaining)} partitions still led here"
+
+    async def shutdown(self) -> None:
+        self._stopping.set()
+        clean = True
+        if self.controller is not None and self.config.controlled_shutdown_enable:
+            clean = await self.controlled_shutdown()
+        if self.controller is not None:
+            await self.controller.stop()
+        for server in self._client_servers:
+            server.close()
+        await self.zk.close()
+        if self._grpc_server is not None:
+            await self._grpc_server.stop(grace=0.5)
+        self.trace.emit(te.BrokerStopped, clean=clean)
+        self.trace.close()
+
+
+async def run_broker(config: KafkaConfig) -> int:
+    server = KafkaServer(config)
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, server.request_stop)
+    try:
+        await server.startup()
+    except Exception:
+        server.trace.close()
+        raise
+    await server.wait_for_stop()
+    log.info("broker %d shutting down", config.broker_id)
+    await server.shutdown()
+    return 0

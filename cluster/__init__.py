@@ -1,0 +1,1 @@
+"""What a person drives: the kafkasim CLI, process launching, status views and chaos actions."""

@@ -1,0 +1,160 @@
+"""Cluster administration through ZooKeeper, the way Kafka 2.x's AdminZkClient does it: topics are
+created by writing their assignment and config znodes, deleted by a marker under /admin/delete_topics;
+the controller does the rest. Reads give the cluster state for ``kafkasim status``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kazoo.exceptions import NodeExistsError
+
+from controller.assignment import (
+    InvalidReplicationFactorError,
+    assign_replicas_to_brokers,
+    validate_topic_name,
+)
+from zk.client import CreateOp, ZkClient
+from zk.znodes import (
+    BrokerIdsZNode,
+    BrokerIdZNode,
+    BrokerTopicsZNode,
+    ControllerEpochZNode,
+    ControllerZNode,
+    DeleteTopicsTopicZNode,
+    TopicConfigZNode,
+    TopicPartitionStateZNode,
+    TopicZNode,
+    ZNodeDecodeError,
+)
+
+
+class AdminError(RuntimeError):
+    """What the user asked cannot be done; the message says why."""
+
+
+@dataclass
+class PartitionView:
+    topic: str
+    partition: int
+    replicas: list[int]
+    leader: int = -1
+    leader_epoch: int = -1
+    isr: list[int] = field(default_factory=list)
+    controller_epoch: int = -1
+    zk_version: int = -1
+
+
+@dataclass
+class BrokerView:
+    broker_id: int
+    endpoints: list[str]
+    broker_epoch: int
+
+
+@dataclass
+class ClusterState:
+    controller_id: int
+    controller_epoch: int
+    brokers: list[BrokerView]
+    partitions: list[PartitionView]
+    topics_being_deleted: list[str]
+    problems: list[str]
+
+    def partition(self, topic: str, partition: int) -> PartitionView | None:
+        return next((p for p in self.partitions if (p.topic, p.partition) == (topic, partition)), None)
+
+    def as_dict(self) -> dict:
+        return {
+            "controller": {"id": self.controller_id, "epoch": self.controller_epoch},
+            "brokers": [vars(b) for b in self.brokers],
+            "partitions": [vars(p) for p in self.partitions],
+            "topics_being_deleted": self.topics_being_deleted,
+            "problems": self.problems,
+        }
+
+
+async def live_broker_ids(zk: ZkClient) -> list[int]:
+    return sorted(int(child) for child in await zk.get_children_or_empty(BrokerIdsZNode.path) if child.isdigit())
+
+
+async def read_cluster_state(zk: ZkClient, topics: list[str] | None = None) -> ClusterState:
+    problems: list[str] = []
+    controller_id, controller_epoch = -1, -1
+    data, _ = await zk.get_or_none(ControllerZNode.path)
+    if data is not None:
+        try:
+            controller_id = ControllerZNode.decode(data).brokerid
+        except ZNodeDecodeError as exc:
+            problems.append(str(exc))
+    data, _ = await zk.get_or_none(ControllerEpochZNode.path)
+    if data is not None:
+        try:
+            controller_epoch = ControllerEpochZNode.decode(data)
+        except ZNodeDecodeError as exc:
+            problems.append(str(exc))
+    brokers = []
+    for broker_id in await live_broker_ids(zk):
+        data, stat = await zk.get_or_none(BrokerIdZNode.path(broker_id))
+        if data is None:
+            continue
+        try:
+            registration = BrokerIdZNode.decode(broker_id, data)
+        except ZNodeDecodeError as exc:
+            problems.append(str(exc))
+            continue
+        brokers.append(BrokerView(broker_id, registration.endpoints, stat.czxid))
+    partitions = []
+    for topic in sorted(topics if topics is not None else await zk.get_children_or_empty(BrokerTopicsZNode.path)):
+        data, _ = await zk.get_or_none(TopicZNode.path(topic))
+        if data is None:
+            continue
+        try:
+            assignment = TopicZNode.decode(topic, data).partitions
+        except ZNodeDecodeError as exc:
+            problems.append(str(exc))
+            continue
+        for partition, replicas in sorted(assignment.items()):
+            view = PartitionView(topic, partition, list(replicas))
+            state_data, stat = await zk.get_or_none(TopicPartitionStateZNode.path(topic, partition))
+            if state_data is not None:
+                try:
+                    state = TopicPartitionStateZNode.decode(topic, partition, state_data)
+                    view.leader, view.leader_epoch, view.isr = state.leader, state.leader_epoch, list(state.isr)
+                    view.controller_epoch, view.zk_version = state.controller_epoch, stat.version
+                except ZNodeDecodeError as exc:
+                    problems.append(str(exc))
+            partitions.append(view)
+    deleting = sorted(await zk.get_children_or_empty("/admin/delete_topics"))
+    return ClusterState(controller_id, controller_epoch, brokers, partitions, deleting, problems)
+
+
+async def create_topic(zk: ZkClient, topic: str, partitions: int, replication_factor: int,
+                       config: dict[str, str] | None = None) -> dict[int, list[int]]:
+    validate_topic_name(topic)
+    brokers = await live_broker_ids(zk)
+    if replication_factor > len(brokers):
+        raise InvalidReplicationFactorError(
+            f"replication factor {replication_factor} is larger than the {len(brokers)} live brokers "
+            f"({', '.join(map(str, brokers)) or 'none'})")
+    assignment = assign_replicas_to_brokers(brokers, partitions, replication_factor)
+    if await zk.exists(TopicZNode.path(topic)) is not None:
+        raise AdminError(f"topic {topic!r} already exists")
+    # Kafka writes the config znode first, then the assignment that the controller watches for.
+    try:
+        await zk.multi([CreateOp(TopicConfigZNode.path(topic), TopicConfigZNode.encode(config or {})),
+                        CreateOp(TopicZNode.path(topic), TopicZNode.encode(assignment))])
+    except Exception as exc:
+        cause = getattr(exc, "cause", exc)
+        if isinstance(cause, NodeExistsError):
+            raise AdminError(f"topic {topic!r} already exists (or is still being deleted)") from None
+        raise
+    return assignment
+
+
+async def delete_topic(zk: ZkClient, topic: str) -> None:
+    if await zk.exists(TopicZNode.path(topic)) is None:
+        raise AdminError(f"topic {topic!r} does not exist")
+    try:
+        await zk.create(DeleteTopicsTopicZNode.path(topic))
+    except NodeExistsError:
+        raise AdminError(f"topic {topic!r} is already marked for deletion") from None

@@ -1,0 +1,117 @@
+"""``kafkasim bench foundation``: start-up time, failover time against the session timeout, and idle
+broker memory, measured on real processes. Prints figures; asserts nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from cluster.admin import create_topic, read_cluster_state
+from cluster.lifecycle import down, up
+from cluster.processes import ClusterLayout, ClusterSpec
+from zk.client import ZkClient
+
+
+async def _state(connect: str, topics: list[str] | None = None):
+    zk = ZkClient(connect, session_timeout_ms=6000)
+    await zk.start(say=lambda _: None)
+    try:
+        return await read_cluster_state(zk, topics)
+    finally:
+        await zk.close()
+
+
+async def _create(connect: str, name: str) -> None:
+    zk = ZkClient(connect, session_timeout_ms=6000)
+    await zk.start(say=lambda _: None)
+    try:
+        await create_topic(zk, name, 3, 3)
+    finally:
+        await zk.close()
+
+
+def _rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def _poll(condition, timeout_s: float):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        result = condition()
+        if result:
+            return result
+        time.sleep(0.01)
+    raise TimeoutError("condition not met")
+
+
+def _leader_failover(spec: ClusterSpec, layout: ClusterLayout) -> float:
+    """kill -9 of a partition leader that is not the controller -> new leader in ZooKeeper."""
+    state = asyncio.run(_state(spec.zookeeper, ["bench"]))
+    victim = next(p for p in state.partitions if p.leader != state.controller_id)
+    pid = layout.broker_pid(victim.leader).read()
+    assert pid is not None
+    started = time.monotonic()
+    os.kill(pid, signal.SIGKILL)
+    _poll(lambda: asyncio.run(_state(spec.zookeeper, ["bench"])).partition("bench", victim.partition).leader
+          not in (-1, victim.leader), 60)
+    return time.monotonic() - started
+
+
+def _controller_failover(spec: ClusterSpec, layout: ClusterLayout) -> float:
+    controller = asyncio.run(_state(spec.zookeeper, [])).controller_id
+    pid = layout.broker_pid(controller).read()
+    assert pid is not None
+    started = time.monotonic()
+    os.kill(pid, signal.SIGKILL)
+    _poll(lambda: asyncio.run(_state(spec.zookeeper, [])).controller_id not in (-1, controller), 60)
+    return time.monotonic() - started
+
+
+def run_foundation_bench(rounds: int = 3) -> int:
+    profile_session_ms = {"classroom": 2000}
+    startup, leader_moves, controller_moves, rss = [], [], [], []
+    for _ in range(rounds):
+        with tempfile.TemporaryDirectory(prefix="kafkasim-bench-") as tmp:
+            data_dir = Path(tmp)
+            began = time.monotonic()
+            spec = up(data_dir, brokers=3, profile="classroom", base_port=0, say=lambda _: None)
+            startup.append(time.monotonic() - began)
+            layout = ClusterLayout(data_dir)
+            try:
+                asyncio.run(_create(spec.zookeeper, "bench"))
+                connect = spec.zookeeper
+                _poll(lambda c=connect: all(p.leader >= 0 for p in asyncio.run(_state(c, ["bench"])).partitions), 30)
+                time.sleep(3)  # idle memory means idle: let start-up allocations settle
+                for broker in spec.brokers:
+                    pid = layout.broker_pid(broker.broker_id).read()
+                    if pid is not None:
+                        rss.append(_rss_mb(pid))
+                leader_moves.append(_leader_failover(spec, layout))
+                controller_moves.append(_controller_failover(spec, layout))
+            finally:
+                for broker in spec.brokers:
+                    pid = layout.broker_pid(broker.broker_id).read()
+                    if pid is not None:
+                        os.killpg(pid, signal.SIGKILL)
+                down(data_dir, say=lambda _: None)
+    session_s = profile_session_ms["classroom"] / 1000
+
+    def summary(values: list[float], unit: str = "s") -> str:
+        return (f"median {statistics.median(values):.2f} {unit}, min {min(values):.2f}, max {max(values):.2f} "
+                f"({len(values)} runs)")
+
+    print("kafkasim foundation benchmark (3 brokers, classroom profile, zookeeper.session.timeout.ms=2000)")
+    print(f"  up -> ready 3-broker cluster incl. ZooKeeper:   {summary(startup)}   target < 5 s")
+    print(f"  kill -9 leader -> new leader in ZooKeeper:      {summary(leader_moves)}   "
+          f"target < session {session_s:.1f} s + 0.5 s")
+    print(f"  kill -9 controller -> new controller elected:   {summary(controller_moves)}")
+    print(f"  resident memory per idle broker:               {summary(rss, 'MB')}   target < 80 MB")
+    return 0

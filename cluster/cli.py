@@ -1,0 +1,146 @@
+"""The ``kafkasim`` command."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from pathlib import Path
+
+from cluster.processes import ClusterError, ClusterLayout, default_data_dir
+
+SIGNALS = {"KILL": signal.SIGKILL, "TERM": signal.SIGTERM, "STOP": signal.SIGSTOP, "CONT": signal.SIGCONT}
+
+
+def _key_values(items: list[str] | None, option: str) -> dict[str, str]:
+    result = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ClusterError(f"{option} takes key=value, got {item!r}")
+        result[key.strip()] = value.strip()
+    return result
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kafkasim", description=(
+        "A replicated, Kafka-compatible broker cluster coordinated by a real ZooKeeper."))
+    parser.add_argument("--data-dir", type=Path, default=None,
+                        help="the cluster's folder (default: $KAFKASIM_DATA_DIR or ./kafkasim-data)")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    zk = sub.add_parser("zookeeper", help="run a local ZooKeeper server in the foreground")
+    zk.add_argument("--port", type=int, default=2181, help="client port (0: any free port)")
+    zk.add_argument("--tick-time", type=int, default=200, help="tickTime in ms (sessions: 2 to 300 ticks)")
+
+    broker = sub.add_parser("broker", help="run one broker in the foreground")
+    broker.add_argument("--config", type=Path, required=True, help="server.properties (Kafka property names)")
+    broker.add_argument("--override", action="append", metavar="KEY=VALUE", help="override one property")
+    broker.add_argument("--zookeeper", metavar="HOST:PORT[/CHROOT]", help="use this ZooKeeper ensemble")
+
+    up = sub.add_parser("up", help="start ZooKeeper and a cluster of brokers in the background")
+    up.add_argument("--brokers", type=int, default=3)
+    up.add_argument("--zookeeper", metavar="HOST:PORT[/CHROOT]", help="use an external ZooKeeper ensemble")
+    up.add_argument("--zookeeper-port", type=int, default=0, help="port of the local ZooKeeper (0: any free)")
+    up.add_argument("--tick-time", type=int, default=200, help="local ZooKeeper tickTime in ms")
+    up.add_argument("--base-port", type=int, default=9092,
+                    help="first client port; brokers use base, base+1, ... and base+100, ... for the cluster "
+                         "plane (0: any free ports)")
+    up.add_argument("--profile", default="kafka", help="kafka (Kafka's defaults) or classroom (short timeouts)")
+    up.add_argument("--override", action="append", metavar="KEY=VALUE", help="broker property for every broker")
+
+    sub.add_parser("down", help="stop the cluster's brokers (controlled shutdown) and its ZooKeeper")
+
+    status = sub.add_parser("status", help="controller, brokers and every partition, read from ZooKeeper")
+    status.add_argument("--json", action="store_true")
+
+    topic = sub.add_parser("topic", help="create, describe or delete topics")
+    topic_sub = topic.add_subparsers(dest="topic_command", required=True)
+    create = topic_sub.add_parser("create")
+    create.add_argument("name")
+    create.add_argument("--partitions", type=int, default=1)
+    create.add_argument("--replication-factor", type=int, default=1)
+    create.add_argument("--config", action="append", metavar="KEY=VALUE", help="topic config, repeatable")
+    describe = topic_sub.add_parser("describe")
+    describe.add_argument("name", nargs="?")
+    describe.add_argument("--json", action="store_true")
+    delete = topic_sub.add_parser("delete")
+    delete.add_argument("name")
+
+    kill = sub.add_parser("kill", help="send a signal to a broker: by id, the controller, or a partition's leader")
+    target = kill.add_mutually_exclusive_group(required=True)
+    target.add_argument("broker_id", nargs="?", type=int)
+    target.add_argument("--controller", action="store_true")
+    target.add_argument("--leader-of", metavar="TOPIC/PARTITION")
+    kill.add_argument("--signal", default="KILL", choices=sorted(SIGNALS))
+
+    start = sub.add_parser("start", help="start a stopped broker of the cluster")
+    start.add_argument("broker_id", type=int)
+
+    bench = sub.add_parser("bench", help="measure start-up, failover and memory figures")
+    bench.add_argument("what", choices=["foundation"])
+    bench.add_argument("--rounds", type=int, default=3)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.command in ("broker", "zookeeper") else logging.WARNING,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    data_dir = (args.data_dir or default_data_dir()).resolve()
+    try:
+        return _dispatch(args, data_dir)
+    except ClusterError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+def _dispatch(args: argparse.Namespace, data_dir: Path) -> int:
+    from cluster import commands
+
+    if args.command == "broker":
+        return commands.run_broker_command(args.config, _key_values(args.override, "--override"), args.zookeeper)
+    if args.command == "zookeeper":
+        return commands.run_zookeeper(data_dir, args.port, args.tick_time)
+    if args.command == "up":
+        from cluster.lifecycle import up
+
+        up(data_dir, args.brokers, args.zookeeper, args.profile, _key_values(args.override, "--override"),
+           args.base_port, args.zookeeper_port, args.tick_time)
+        return 0
+    if args.command == "down":
+        from cluster.lifecycle import down
+
+        down(data_dir)
+        return 0
+    if args.command == "start":
+        from cluster.lifecycle import start_broker
+
+        start_broker(data_dir, args.broker_id)
+        return 0
+    if args.command == "bench":
+        from cluster.bench import run_foundation_bench
+
+        return run_foundation_bench(args.rounds)
+    spec = ClusterLayout(data_dir).load()
+    if args.command == "status":
+        return asyncio.run(commands.status(spec.zookeeper, args.json))
+    if args.command == "topic":
+        if args.topic_command == "create":
+            return asyncio.run(commands.topic_create(spec.zookeeper, args.name, args.partitions,
+                                                     args.replication_factor, _key_values(args.config, "--config")))
+        if args.topic_command == "describe":
+            return asyncio.run(commands.topic_describe(spec.zookeeper, args.name, args.json))
+        return asyncio.run(commands.topic_delete(spec.zookeeper, args.name))
+    if args.command == "kill":
+        return asyncio.run(commands.kill(data_dir, spec, args.broker_id, args.controller, args.leader_of,
+                                         SIGNALS[args.signal]))
+    raise ClusterError(f"unknown command {args.command}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,176 @@
+"""The bodies of the kafkasim commands that talk to a running cluster or run a process in the foreground."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from cluster.admin import AdminError, ClusterState, create_topic, delete_topic, read_cluster_state
+from cluster.processes import ClusterError, ClusterLayout, ClusterSpec
+from controller.assignment import InvalidPartitionsError, InvalidReplicationFactorError, InvalidTopicError
+from zk.client import ZkClient, ZkUnavailableError
+
+
+async def _zk(connect: str) -> ZkClient:
+    zk = ZkClient(connect, session_timeout_ms=6000, connection_timeout_ms=5000)
+    try:
+        await zk.start(say=lambda _: None)
+    except ZkUnavailableError as exc:
+        raise ClusterError(f"{exc} (is the cluster up? 'kafkasim up')") from None
+    return zk
+
+
+def run_broker_command(config_path: Path, overrides: dict[str, str], zookeeper: str | None) -> int:
+    from broker.config import ConfigError, KafkaConfig
+    from broker.registration import BrokerIdInUseError
+    from broker.server import StartupError, run_broker
+    from zk.client import ZkUnavailableError as Unavailable
+
+    if zookeeper:
+        overrides = {**overrides, "zookeeper.connect": zookeeper}
+    try:
+        config = KafkaConfig.from_file(config_path, overrides)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(config.describe(), file=sys.stderr, flush=True)
+    try:
+        return asyncio.run(run_broker(config))
+    except (StartupError, BrokerIdInUseError, Unavailable) as exc:
+        print(f"error: broker {config.broker_id} cannot start: {exc}", file=sys.stderr)
+        return 1
+
+
+def run_zookeeper(data_dir: Path, port: int, tick_time_ms: int) -> int:
+    from zk.server import ZooKeeperServer, ZooKeeperSetupError
+
+    server = ZooKeeperServer(data_dir / "zookeeper", port=port, tick_time_ms=tick_time_ms)
+    try:
+        server.data_dir.mkdir(parents=True, exist_ok=True)
+        server.write_config()
+        command = server.command()
+    except ZooKeeperSetupError as exc:
+        raise ClusterError(str(exc)) from None
+    print(f"ZooKeeper on {server.connect} (tickTime {tick_time_ms} ms), data in {server.data_dir}", flush=True)
+    process = subprocess.Popen(command, start_new_session=True)
+    try:
+        return process.wait()
+    except KeyboardInterrupt:
+        os.killpg(process.pid, signal.SIGTERM)
+        return process.wait()
+
+
+def _replicas(ids: list[int]) -> str:
+    return ",".join(map(str, ids))
+
+
+def print_state(state: ClusterState, as_json: bool, brokers: bool = True) -> None:
+    if as_json:
+        print(json.dumps(state.as_dict(), indent=2))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    if brokers:
+        controller = f"broker {state.controller_id}" if state.controller_id >= 0 else "none"
+        console.print(f"controller: {controller}, epoch {state.controller_epoch}")
+        table = Table("broker", "endpoints", "broker epoch (czxid)")
+        for broker in state.brokers:
+            table.add_row(str(broker.broker_id), " ".join(broker.endpoints), str(broker.broker_epoch))
+        console.print(table)
+    table = Table("topic", "partition", "leader", "leader epoch", "replicas", "isr")
+    for p in state.partitions:
+        leader = str(p.leader) if p.leader >= 0 else "[red]none[/red]"
+        table.add_row(p.topic, str(p.partition), leader, str(p.leader_epoch), _replicas(p.replicas), _replicas(p.isr))
+    console.print(table)
+    for topic in state.topics_being_deleted:
+        console.print(f"topic {topic} is being deleted")
+    for problem in state.problems:
+        console.print(f"[yellow]warning[/yellow]: {problem}")
+
+
+async def status(zk_connect: str, as_json: bool) -> int:
+    zk = await _zk(zk_connect)
+    try:
+        print_state(await read_cluster_state(zk), as_json)
+    finally:
+        await zk.close()
+    return 0
+
+
+async def topic_create(zk_connect: str, name: str, partitions: int, replication_factor: int,
+                       config: dict[str, str]) -> int:
+    zk = await _zk(zk_connect)
+    try:
+        assignment = await create_topic(zk, name, partitions, replication_factor, config)
+    except (AdminError, InvalidTopicError, InvalidReplicationFactorError, InvalidPartitionsError) as exc:
+        raise ClusterError(str(exc)) from None
+    finally:
+        await zk.close()
+    print(f"created topic {name}: " + ", ".join(f"{p}:[{_replicas(r)}]" for p, r in assignment.items()))
+    return 0
+
+
+async def topic_describe(zk_connect: str, name: str | None, as_json: bool) -> int:
+    zk = await _zk(zk_connect)
+    try:
+        if name is not None and await zk.exists(f"/brokers/topics/{name}") is None:
+            raise ClusterError(f"topic {name!r} does not exist")
+        print_state(await read_cluster_state(zk, [name] if name else None), as_json, brokers=False)
+    finally:
+        await zk.close()
+    return 0
+
+
+async def topic_delete(zk_connect: str, name: str) -> int:
+    zk = await _zk(zk_connect)
+    try:
+        await delete_topic(zk, name)
+    except AdminError as exc:
+        raise ClusterError(str(exc)) from None
+    finally:
+        await zk.close()
+    print(f"topic {name} marked for deletion")
+    return 0
+
+
+async def resolve_target(spec: ClusterSpec, broker_id: int | None, controller: bool, leader_of: str | None) -> int:
+    if broker_id is not None:
+        spec.broker(broker_id)
+        return broker_id
+    zk = await _zk(spec.zookeeper)
+    try:
+        if controller:
+            state = await read_cluster_state(zk, topics=[])
+            if state.controller_id < 0:
+                raise ClusterError("there is no controller right now")
+            return state.controller_id
+        topic, _, partition = (leader_of or "").rpartition("/")
+        if not topic or not partition.isdigit():
+            raise ClusterError(f"--leader-of takes TOPIC/PARTITION, got {leader_of!r}")
+        state = await read_cluster_state(zk, topics=[topic])
+        view = state.partition(topic, int(partition))
+        if view is None:
+            raise ClusterError(f"partition {topic}/{partition} does not exist")
+        if view.leader < 0:
+            raise ClusterError(f"partition {topic}/{partition} has no leader right now")
+        return view.leader
+    finally:
+        await zk.close()
+
+
+async def kill(data_dir: Path, spec: ClusterSpec, broker_id: int | None, controller: bool, leader_of: str | None,
+               signum: int) -> int:
+    target = await resolve_target(spec, broker_id, controller, leader_of)
+    pid = ClusterLayout(data_dir).broker_pid(target).read()
+    if pid is None:
+        raise ClusterError(f"broker {target} is not running")
+    os.kill(pid, signum)
+    print(f"sent {signal.Signals(signum).name} to broker {target} (pid {pid})")
+    return 0

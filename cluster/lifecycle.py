@@ -1,0 +1,141 @@
+"""``kafkasim up`` / ``down`` / ``start``: bring a whole cluster up in a data directory and take it down."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from broker.config import PROFILES, ConfigError, KafkaConfig
+from cluster.admin import read_cluster_state
+from cluster.processes import (
+    BrokerSpec,
+    ClusterError,
+    ClusterLayout,
+    ClusterSpec,
+    broker_properties,
+    choose_ports,
+    spawn_broker,
+    spawn_zookeeper,
+    stop_process,
+    write_properties,
+)
+from zk.client import ZkClient
+
+Say = Callable[[str], None]
+
+
+def _tail(path: Path, lines: int = 15) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+async def wait_for_cluster(zk_connect: str, broker_ids: list[int], layout: ClusterLayout | None = None,
+                           timeout_s: float = 60.0) -> tuple[int, int]:
+    """Waits until every broker is registered and a controller is elected; returns (controller, epoch)."""
+    zk = ZkClient(zk_connect, session_timeout_ms=10000, connection_timeout_ms=int(timeout_s * 1000))
+    await zk.start()
+    try:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            state = await read_cluster_state(zk, topics=[])
+            registered = {b.broker_id for b in state.brokers}
+            if set(broker_ids) <= registered and state.controller_id in registered:
+                return state.controller_id, state.controller_epoch
+            if layout is not None:
+                for broker_id in broker_ids:
+                    if broker_id not in registered and layout.broker_pid(broker_id).read() is None:
+                        raise ClusterError(f"broker {broker_id} exited during start-up; the end of its log "
+                                           f"({layout.broker_log(broker_id)}):\n"
+                                           f"{_tail(layout.broker_log(broker_id))}")
+            if time.monotonic() > deadline:
+                raise ClusterError(f"cluster not ready after {timeout_s:.0f} s: registered {sorted(registered)}, "
+                                   f"controller {state.controller_id}; see the broker logs "
+                                   f"in {layout and layout.data_dir}")
+            await asyncio.sleep(0.05)
+    finally:
+        await zk.close()
+
+
+def up(data_dir: Path, brokers: int = 3, zookeeper: str | None = None, profile: str = "kafka",
+       overrides: dict[str, str] | None = None, base_port: int = 9092, zookeeper_port: int = 0,
+       tick_time_ms: int = 200, say: Say = print) -> ClusterSpec:
+    if profile not in PROFILES:
+        raise ClusterError(f"unknown profile {profile!r}; choose one of {', '.join(PROFILES)}")
+    if brokers < 1:
+        raise ClusterError("--brokers must be at least 1")
+    layout = ClusterLayout(data_dir)
+    if layout.spec_path.exists():
+        old = layout.load()
+        running = [b.broker_id for b in old.brokers if layout.broker_pid(b.broker_id).read() is not None]
+        if running or layout.zookeeper_pid().read() is not None:
+            raise ClusterError(f"a cluster is already running in {data_dir} (brokers {running}): "
+                               "'kafkasim down' first, or use another --data-dir")
+    ports = choose_ports(brokers, base_port)
+    spec = ClusterSpec(zookeeper=zookeeper or "", external_zookeeper=zookeeper is not None, profile=profile,
+                       brokers=[BrokerSpec(i + 1, client, cluster) for i, (client, cluster) in enumerate(ports)],
+                       overrides=dict(overrides or {}), tick_time_ms=tick_time_ms)
+    # Validate every broker's configuration before starting anything.
+    for broker in spec.brokers:
+        props = broker_properties(spec, broker, layout) | {"zookeeper.connect": zookeeper or "127.0.0.1:1"}
+        try:
+            KafkaConfig.from_properties(props, f"broker {broker.broker_id} configuration")
+        except ConfigError as exc:
+            raise ClusterError(str(exc)) from None
+    say(f"profile {profile}" + "".join(f"\n  {k}={v}" for k, v in PROFILES[profile].items()))
+    started = time.monotonic()
+    if zookeeper is None:
+        server = spawn_zookeeper(layout, zookeeper_port, tick_time_ms)
+        spec.zookeeper = server.connect
+        say(f"ZooKeeper on {server.connect} (tickTime {tick_time_ms} ms), data in {layout.zookeeper_dir()}")
+    layout.save(spec)
+    for broker in spec.brokers:
+        write_properties(layout.broker_config(broker.broker_id), broker_properties(spec, broker, layout))
+        spawn_broker(layout, broker.broker_id)
+    controller, epoch = asyncio.run(wait_for_cluster(spec.zookeeper, [b.broker_id for b in spec.brokers], layout))
+    say(f"{brokers} brokers registered, controller is broker {controller} (epoch {epoch}), "
+        f"ready in {time.monotonic() - started:.1f} s")
+    say(f"bootstrap servers: {spec.bootstrap_servers}")
+    return spec
+
+
+def start_broker(data_dir: Path, broker_id: int, wait: bool = True, say: Say = print) -> int:
+    layout = ClusterLayout(data_dir)
+    spec = layout.load()
+    spec.broker(broker_id)
+    pid = spawn_broker(layout, broker_id)
+    if wait:
+        asyncio.run(wait_for_cluster(spec.zookeeper, [broker_id], layout))
+    say(f"broker {broker_id} started (pid {pid})")
+    return pid
+
+
+def down(data_dir: Path, say: Say = print, timeout_s: float = 60.0) -> None:
+    """Stops the brokers one at a time, the controller last (each does a controlled shutdown, so
+    leadership moves once per broker instead of bouncing around), then ZooKeeper."""
+    layout = ClusterLayout(data_dir)
+    spec = layout.load()
+    running = [b.broker_id for b in spec.brokers if layout.broker_pid(b.broker_id).read() is not None]
+    controller = -1
+    if running:
+        try:
+            controller = asyncio.run(_controller_id(spec.zookeeper))
+        except Exception:
+            pass  # ZooKeeper gone: the brokers just stop
+    for broker_id in sorted(running, key=lambda b: (b == controller, b)):
+        if stop_process(layout.broker_pid(broker_id), timeout_s):
+            say(f"broker {broker_id} stopped")
+    if not spec.external_zookeeper and stop_process(layout.zookeeper_pid(), 10.0):
+        say("ZooKeeper stopped")
+
+
+async def _controller_id(zk_connect: str) -> int:
+    zk = ZkClient(zk_connect, session_timeout_ms=4000, connection_timeout_ms=3000)
+    await zk.start(say=lambda _: None)
+    try:
+        return (await read_cluster_state(zk, topics=[])).controller_id
+    finally:
+        await zk.close()

@@ -1,0 +1,230 @@
+"""Launching and stopping kafkasim's own processes (ZooKeeper and brokers) in a data directory.
+
+Every process runs in its own session (process group) with a PID file that also records the process's
+start time, so a stop never hits an unrelated process that reused the PID.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from zk.server import ZooKeeperServer, free_port, port_is_free
+
+DEFAULT_DATA_DIR = "kafkasim-data"
+
+
+def default_data_dir() -> Path:
+    return Path(os.environ.get("KAFKASIM_DATA_DIR", DEFAULT_DATA_DIR)).resolve()
+
+
+class ClusterError(RuntimeError):
+    """A cluster command cannot do what was asked; the message says what to do instead."""
+
+
+def _start_time(pid: int) -> str | None:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return fields[19]  # starttime, in clock ticks since boot
+    except (OSError, IndexError):
+        return None
+
+
+@dataclass
+class PidFile:
+    path: Path
+
+    def write(self, pid: int) -> None:
+        self.path.write_text(f"{pid} {_start_time(pid) or ''}\n")
+
+    def read(self) -> int | None:
+        """The PID, only while that very process is still alive."""
+        try:
+            pid_text, _, started = self.path.read_text().strip().partition(" ")
+            pid = int(pid_text)
+        except (OSError, ValueError):
+            return None
+        current = _start_time(pid)
+        if current is None or (started and current != started):
+            return None
+        if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+            return None  # a zombie has exited; only its parent has not reaped it yet
+        return pid
+
+    def clear(self) -> None:
+        self.path.unlink(missing_ok=True)
+
+
+@dataclass
+class BrokerSpec:
+    broker_id: int
+    client_port: int
+    cluster_port: int
+    host: str = "127.0.0.1"
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.host}:{self.client_port}"
+
+
+@dataclass
+class ClusterSpec:
+    zookeeper: str
+    external_zookeeper: bool
+    profile: str
+    brokers: list[BrokerSpec]
+    overrides: dict[str, str] = field(default_factory=dict)
+    tick_time_ms: int = 200
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return ",".join(b.bootstrap for b in self.brokers)
+
+    def broker(self, broker_id: int) -> BrokerSpec:
+        for spec in self.brokers:
+            if spec.broker_id == broker_id:
+                return spec
+        raise ClusterError(f"broker {broker_id} is not part of this cluster "
+                           f"(brokers: {', '.join(str(b.broker_id) for b in self.brokers)})")
+
+
+class ClusterLayout:
+    """Where everything of one cluster lives inside its data directory."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = data_dir
+
+    @property
+    def spec_path(self) -> Path:
+        return self.data_dir / "cluster.json"
+
+    def zookeeper_dir(self) -> Path:
+        return self.data_dir / "zookeeper"
+
+    def broker_dir(self, broker_id: int) -> Path:
+        return self.data_dir / f"broker-{broker_id}"
+
+    def zookeeper_pid(self) -> PidFile:
+        return PidFile(self.zookeeper_dir() / "zookeeper.pid")
+
+    def broker_pid(self, broker_id: int) -> PidFile:
+        return PidFile(self.broker_dir(broker_id) / "broker.pid")
+
+    def broker_config(self, broker_id: int) -> Path:
+        return self.broker_dir(broker_id) / "server.properties"
+
+    def broker_log(self, broker_id: int) -> Path:
+        return self.broker_dir(broker_id) / "broker.log"
+
+    def trace_file(self, broker_id: int) -> Path:
+        return self.broker_dir(broker_id) / "trace.jsonl"
+
+    def save(self, spec: ClusterSpec) -> None:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.spec_path.write_text(json.dumps(asdict(spec), indent=2) + "\n")
+
+    def load(self) -> ClusterSpec:
+        try:
+            raw = json.loads(self.spec_path.read_text())
+        except FileNotFoundError:
+            raise ClusterError(f"no cluster in {self.data_dir}: start one with 'kafkasim up' "
+                               "(or pass --data-dir / set KAFKASIM_DATA_DIR)") from None
+        raw["brokers"] = [BrokerSpec(**b) for b in raw["brokers"]]
+        return ClusterSpec(**raw)
+
+
+def choose_ports(count: int, base_port: int, host: str = "127.0.0.1") -> list[tuple[int, int]]:
+    """(client port, cluster port) per broker: base, base+1, ... and base+100, ...; 0 = any free ports."""
+    if base_port == 0:
+        return [(free_port(host), free_port(host)) for _ in range(count)]
+    ports = [(base_port + i, base_port + 100 + i) for i in range(count)]
+    busy = [p for pair in ports for p in pair if not port_is_free(host, p)]
+    if busy:
+        raise ClusterError(f"ports {busy} on {host} are in use: stop what holds them, or choose other ports "
+                           "with --base-port N (or --base-port 0 for any free ports)")
+    return ports
+
+
+def broker_properties(spec: ClusterSpec, broker: BrokerSpec, layout: ClusterLayout) -> dict[str, str]:
+    props = {
+        "broker.id": str(broker.broker_id),
+        "listeners": f"PLAINTEXT://{broker.host}:{broker.client_port},CLUSTER://{broker.host}:{broker.cluster_port}",
+        "log.dirs": str(layout.broker_dir(broker.broker_id) / "logs"),
+        "zookeeper.connect": spec.zookeeper,
+        "kafkasim.trace.file": str(layout.trace_file(broker.broker_id)),
+        "kafkasim.profile": spec.profile,
+    }
+    props.update(spec.overrides)
+    return props
+
+
+def write_properties(path: Path, props: dict[str, str]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = ["# written by kafkasim up; Kafka broker property names"]
+    lines += [f"{key}={value}" for key, value in props.items()]
+    path.write_text("\n".join(lines) + "\n")
+
+
+def spawn_broker(layout: ClusterLayout, broker_id: int) -> int:
+    pid_file = layout.broker_pid(broker_id)
+    if pid_file.read() is not None:
+        raise ClusterError(f"broker {broker_id} is already running (pid {pid_file.read()})")
+    config = layout.broker_config(broker_id)
+    with open(layout.broker_log(broker_id), "ab") as log_file:
+        process = subprocess.Popen([sys.executable, "-m", "broker", "--config", str(config)],
+                                   stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                   start_new_session=True)
+    pid_file.write(process.pid)
+    return process.pid
+
+
+def spawn_zookeeper(layout: ClusterLayout, port: int, tick_time_ms: int) -> ZooKeeperServer:
+    pid_file = layout.zookeeper_pid()
+    if pid_file.read() is not None:
+        raise ClusterError(f"ZooKeeper of {layout.data_dir} is already running (pid {pid_file.read()})")
+    server = ZooKeeperServer(layout.zookeeper_dir(), port=port, tick_time_ms=tick_time_ms)
+    layout.zookeeper_dir().mkdir(parents=True, exist_ok=True)
+    process = server.spawn(layout.zookeeper_dir() / "zookeeper.log")
+    pid_file.write(process.pid)
+    server.wait_ready(process)
+    return server
+
+
+def signal_process(pid_file: PidFile, signum: int) -> int | None:
+    pid = pid_file.read()
+    if pid is None:
+        return None
+    os.kill(pid, signum)
+    return pid
+
+
+def stop_process(pid_file: PidFile, timeout_s: float, signum: int = signal.SIGTERM) -> bool:
+    """SIGTERM (or ``signum``), wait, then SIGKILL the process group. Returns whether it was running."""
+    pid = pid_file.read()
+    if pid is None:
+        pid_file.clear()
+        return False
+    try:
+        os.kill(pid, signal.SIGCONT)  # a paused process cannot act on SIGTERM
+        os.kill(pid, signum)
+    except ProcessLookupError:
+        pid_file.clear()
+        return False
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and pid_file.read() is not None:
+        time.sleep(0.05)
+    if pid_file.read() is not None:
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        while pid_file.read() is not None and time.monotonic() < deadline + 5:
+            time.sleep(0.05)
+    pid_file.clear()
+    return True

@@ -1,0 +1,1 @@
+"""Cluster-plane gRPC schema (cluster.proto) and the code generated from it."""

@@ -1,0 +1,1 @@
+"""The controller: election, cached cluster state, partition and replica state machines, one serial event queue."""

@@ -1,0 +1,68 @@
+"""Where a new topic's replicas go, and which topic names are legal. Pure functions."""
+
+from __future__ import annotations
+
+import random
+import re
+
+MAX_TOPIC_NAME_LENGTH = 249
+_LEGAL_TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
+
+
+class InvalidTopicError(ValueError):
+    """Kafka's INVALID_TOPIC_EXCEPTION (17)."""
+
+
+class InvalidReplicationFactorError(ValueError):
+    """Kafka's INVALID_REPLICATION_FACTOR (38)."""
+
+
+class InvalidPartitionsError(ValueError):
+    """Kafka's INVALID_PARTITIONS (37)."""
+
+
+def validate_topic_name(name: str) -> None:
+    if not name:
+        raise InvalidTopicError("topic name is empty")
+    if name in (".", ".."):
+        raise InvalidTopicError(f"topic name cannot be {name!r}")
+    if len(name) > MAX_TOPIC_NAME_LENGTH:
+        raise InvalidTopicError(f"topic name is {len(name)} characters; at most {MAX_TOPIC_NAME_LENGTH} are allowed")
+    if not _LEGAL_TOPIC_NAME.match(name):
+        raise InvalidTopicError(
+            f"topic name {name!r} is illegal: use only ASCII letters, digits, '.', '_' and '-'")
+
+
+def replica_index(first_replica: int, second_shift: int, index: int, broker_count: int) -> int:
+    shift = 1 + (second_shift + index) % (broker_count - 1)
+    return (first_replica + shift) % broker_count
+
+
+def assign_replicas_to_brokers(broker_ids: list[int], partitions: int, replication_factor: int,
+                               rng: random.Random | None = None,
+                               start_index: int | None = None, next_replica_shift: int | None = None,
+                               ) -> dict[int, list[int]]:
+    """Kafka's rack-unaware assignment: leaders round-robin over the sorted brokers from a random start;
+    each follower set shifted, and the shift grows every time the leaders wrap around the brokers, so
+    partitions spread their followers over different brokers."""
+    if partitions <= 0:
+        raise InvalidPartitionsError(f"number of partitions must be larger than 0 (got {partitions})")
+    if replication_factor <= 0:
+        raise InvalidReplicationFactorError(f"replication factor must be larger than 0 (got {replication_factor})")
+    if replication_factor > len(broker_ids):
+        raise InvalidReplicationFactorError(
+            f"replication factor {replication_factor} is larger than the {len(broker_ids)} live brokers")
+    rng = rng or random.Random()
+    brokers = sorted(broker_ids)
+    count = len(brokers)
+    start = rng.randrange(count) if start_index is None else start_index
+    shift = rng.randrange(count) if next_replica_shift is None else next_replica_shift
+    assignment: dict[int, list[int]] = {}
+    for partition in range(partitions):
+        if partition > 0 and partition % count == 0:
+            shift += 1
+        first = (partition + start) % count
+        replicas = [brokers[first]]
+        replicas += [brokers[replica_index(first, shift, j, count)] for j in range(replication_factor - 1)]
+        assignment[partition] = replicas
+    return assignment

@@ -1,0 +1,617 @@
+"""KafkaController: every broker runs one; the one that owns /controller is active.
+
+One serial event queue processes every ZooKeeper notification and request, in order (Kafka's
+ControllerEventManager). Handlers other than the election ones return at once unless this broker is
+the active controller.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.protocol.states import EventType, WatchedEvent
+from kio.schema.errors import ErrorCode
+
+from controller import events as ev
+from controller.channel import ControllerChannelManager, ControlRequestBatch
+from controller.context import ControllerContext, PartitionLeadership, TopicPartition
+from controller.election import (
+    Election,
+    controlled_shutdown_election,
+    offline_partition_election,
+    remove_replica_from_isr,
+)
+from controller.zk_writes import ControllerMovedError, FencedZkWriter
+from traces import events as te
+from traces.writer import TraceWriter
+from zk.client import CreateOp, MultiOpError, SetDataOp, ZkClient
+from zk.znodes import (
+    NO_LEADER,
+    BrokerIdsZNode,
+    BrokerIdZNode,
+    BrokerTopicsZNode,
+    ControllerEpochZNode,
+    ControllerZNode,
+    DeleteTopicsTopicZNode,
+    DeleteTopicsZNode,
+    IsrChangeNotificationZNode,
+    LeaderIsrAndControllerEpoch,
+    TopicConfigZNode,
+    TopicPartitionStateZNode,
+    TopicZNode,
+    ZNodeDecodeError,
+)
+
+log = logging.getLogger(__name__)
+
+
+class KafkaController:
+    def __init__(self, broker_id: int, zk: ZkClient, trace: TraceWriter, *, cluster_listener_name: str,
+                 unclean_leader_election_enable: bool = False, delete_topic_enable: bool = True,
+                 request_timeout_ms: int = 30000) -> None:
+        self.broker_id = broker_id
+        self.zk = zk
+        self.trace = trace
+        self.cluster_listener_name = cluster_listener_name
+        self.unclean_default = unclean_leader_election_enable
+        self.delete_topic_enable = delete_topic_enable
+        self.request_timeout_ms = request_timeout_ms
+        self.active_controller_id = -1
+        self.ctx: ControllerContext | None = None
+        self._writer: FencedZkWriter | None = None
+        self._channel: ControllerChannelManager | None = None
+        self._queue: asyncio.Queue[ev.ControllerEvent] = asyncio.Queue()
+        self._task: asyncio.Task | None = None
+        self.on_state_change: Callable[[], None] | None = None  # test and status hook
+
+    # --- queue -----------------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name=f"controller-{self.broker_id}")
+        self.put(ev.Startup())
+
+    def put(self, event: ev.ControllerEvent) -> None:
+        self._queue.put_nowait(event)
+
+    async def stop(self) -> None:
+        if self._task is None:
+            return
+        self.put(ev.Shutdown())
+        try:
+            await asyncio.wait_for(asyncio.shield(self._task), timeout=5)
+        except TimeoutError:
+            self._task.cancel()
+        self._task = None
+
+    @property
+    def is_active(self) -> bool:
+        return self.ctx is not None
+
+    async def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> tuple[int, list[TopicPartition]]:
+        reply: asyncio.Future = asyncio.get_running_loop().create_future()
+        self.put(ev.ControlledShutdown(broker_id, broker_epoch, reply))
+        return await reply
+
+    async def _run(self) -> None:
+        while True:
+            event = await self._queue.get()
+            if isinstance(event, ev.Shutdown):
+                await self._resign("broker shutting down")
+                return
+            try:
+                await self._process(event)
+            except ControllerMovedError as exc:
+                if self._writer is not None:
+                    self.trace.emit(te.ControllerWriteFenced, operation=type(event).__name__)
+                log.warning("controller %d was deposed while handling %s: %s", self.broker_id,
+                            type(event).__name__, exc)
+                await self._maybe_resign()
+            except Exception:
+                log.exception("controller %d failed handling %s", self.broker_id, type(event).__name__)
+                if self.is_active:
+                    # Kafka's answer to a failed controller event: move the controller so another
+                    # broker starts again from ZooKeeper's state.
+                    await self._resign("error while handling " + type(event).__name__)
+                    await self._delete_own_controller_znode()
+            finally:
+                if isinstance(event, ev.ControlledShutdown) and not event.reply.done():
+                    event.reply.set_result((ErrorCode.unknown_server_error.value, []))
+                if self.on_state_change is not None:
+                    self.on_state_change()
+
+    async def _process(self, event: ev.ControllerEvent) -> None:
+        match event:
+            case ev.Startup() | ev.RegisterBrokerAndReelect():
+                await self._elect()
+            case ev.Reelect():
+                await self._maybe_resign()
+                await self._elect()
+            case ev.ControllerChange():
+                await self._maybe_resign()
+            case ev.Expire():
+                self.active_controller_id = -1
+                await self._resign("ZooKeeper session expired")
+            case ev.ControlledShutdown():
+                await self._on_controlled_shutdown(event)
+            case _ if not self.is_active:
+                return
+            case ev.BrokerChange():
+                await self._on_broker_change()
+            case ev.TopicChange():
+                await self._on_topic_change()
+            case ev.TopicDeletion():
+                await self._on_topic_deletion()
+            case ev.IsrChangeNotification():
+                await self._on_isr_change_notification()
+
+    # --- watches (on the loop): only enqueue ------------------------------------------------------------
+
+    def _controller_watch(self, event: WatchedEvent) -> None:
+        self.put(ev.Reelect() if event.type == EventType.DELETED else ev.ControllerChange())
+
+    def _brokers_watch(self, _: WatchedEvent) -> None:
+        self.put(ev.BrokerChange())
+
+    def _topics_watch(self, _: WatchedEvent) -> None:
+        self.put(ev.TopicChange())
+
+    def _delete_topics_watch(self, _: WatchedEvent) -> None:
+        self.put(ev.TopicDeletion())
+
+    def _isr_change_watch(self, _: WatchedEvent) -> None:
+        self.put(ev.IsrChangeNotification())
+
+    # --- election ---------------------------------------------------------------------------------------
+
+    async def _read_active_controller(self) -> int:
+        data, _ = await self.zk.get_or_none(ControllerZNode.path, watch=self._controller_watch)
+        if data is None:
+            return -1
+        try:
+            return ControllerZNode.decode(data).brokerid
+        except ZNodeDecodeError as exc:
+            log.error("%s", exc)
+            return -1
+
+    async def _elect(self) -> None:
+        self.active_controller_id = await self._read_active_controller()
+        if self.active_controller_id != -1:
+            return
+        try:
+            data, stat = await self.zk.get(ControllerEpochZNode.path)
+            epoch, epoch_version = ControllerEpochZNode.decode(data), stat.version
+        except NoNodeError:
+            try:
+                await self.zk.create(ControllerEpochZNode.path, ControllerEpochZNode.encode(0))
+            except NodeExistsError:
+                pass
+            data, stat = await self.zk.get(ControllerEpochZNode.path)
+            epoch, epoch_version = ControllerEpochZNode.decode(data), stat.version
+        try:
+            # Creating /controller and bumping /controller_epoch in one multi-op: there is never a
+            # controller without its own epoch (Kafka 2.1+).
+            results = await self.zk.multi([
+                CreateOp(ControllerZNode.path, ControllerZNode.encode(self.broker_id), ephemeral=True),
+                SetDataOp(ControllerEpochZNode.path, ControllerEpochZNode.encode(epoch + 1), epoch_version),
+            ])
+            new_epoch_version = results[1].version
+        except MultiOpError:
+            self.active_controller_id = await self._read_active_controller()
+            return
+        self.active_controller_id = self.broker_id
+        self.ctx = ControllerContext(epoch=epoch + 1, epoch_zk_version=new_epoch_version)
+        self._writer = FencedZkWriter(self.zk, new_epoch_version)
+        self.trace.controller_epoch = epoch + 1
+        self.trace.emit(te.ControllerElected, epoch_zk_version=new_epoch_version)
+        log.info("broker %d is the controller, epoch %d", self.broker_id, epoch + 1)
+        await self._on_controller_failover()
+
+    async def _maybe_resign(self) -> None:
+        was_active = self.is_active
+        self.active_controller_id = await self._read_active_controller()
+        if was_active and self.active_controller_id != self.broker_id:
+            await self._resign(f"controller is now broker {self.active_controller_id}")
+
+    async def _resign(self, reason: str) -> None:
+        if self.ctx is None:
+            return
+        epoch = self.ctx.epoch
+        self.ctx = None
+        self._writer = None
+        if self._channel is not None:
+            await self._channel.close()
+            self._channel = None
+        self.trace.emit(te.ControllerResigned, controller_epoch=epoch, reason=reason)
+        log.info("broker %d resigned as controller (epoch %d): %s", self.broker_id, epoch, reason)
+
+    async def _delete_own_controller_znode(self) -> None:
+        try:
+            data, stat = await self.zk.get(ControllerZNode.path)
+            if ControllerZNode.decode(data).brokerid == self.broker_id:
+                await self.zk.delete(ControllerZNode.path, stat.version)
+        except (NoNodeError, BadVersionError, ZNodeDecodeError):
+            pass
+
+    # --- failover: load everything, then make every partition whole -------------------------------------
+
+    async def _on_controller_failover(self) -> None:
+        ctx = self._ctx()
+        await self.zk.get_children(DeleteTopicsZNode.path, watch=self._delete_topics_watch)
+        notifications = await self.zk.get_children(IsrChangeNotificationZNode.path, watch=self._isr_change_watch)
+        await self._writer_().delete_paths([f"{IsrChangeNotificationZNode.path}/{n}" for n in notifications])
+        await self._load_live_brokers(ctx)
+        topics = await self.zk.get_children(BrokerTopicsZNode.path, watch=self._topics_watch)
+        for topic in sorted(topics):
+            await self._load_topic(ctx, topic)
+        ctx.topics_to_delete = set(await self.zk.get_children(DeleteTopicsZNode.path)) & set(ctx.assignments)
+        self._channel = ControllerChannelManager(self.cluster_listener_name, self.request_timeout_ms)
+        for broker_id, registration in ctx.live_brokers.items():
+            self._channel.add_broker(broker_id, registration)
+        batch = self._batch()
+        # Brokers learn the live broker set before any leadership (Kafka's failover order).
+        batch.add_update_metadata(ctx.live_brokers, [])
+        batch.send()
+        for tp in ctx.all_partitions():
+            lead = ctx.leadership.get(tp)
+            if lead is not None and lead.state.leader in ctx.live:
+                batch.add_leader_and_isr([r for r in ctx.replicas(tp) if r in ctx.live], tp)
+        await self._trigger_online_partitions(batch)
+        dead_in_isr = {r for tp, lead in ctx.leadership.items() for r in lead.state.isr if r not in ctx.live_brokers}
+        for replica in sorted(dead_in_isr):
+            await self._remove_replica_from_isr(batch, replica)
+        batch.add_update_metadata(ctx.live_brokers, ctx.all_partitions())
+        batch.send()
+        await self._on_topic_deletion()
+
+    async def _load_live_brokers(self, ctx: ControllerContext) -> None:
+        ctx.live_brokers.clear()
+        ctx.broker_epochs.clear()
+        for child in await self.zk.get_children(BrokerIdsZNode.path, watch=self._brokers_watch):
+            registered = await self._read_broker(child)
+            if registered is not None:
+                broker_id, registration, czxid = registered
+                ctx.live_brokers[broker_id] = registration
+                ctx.broker_epochs[broker_id] = czxid
+
+    async def _read_broker(self, child: str):
+        if not child.isdigit():
+            return None
+        broker_id = int(child)
+        data, stat = await self.zk.get_or_none(BrokerIdZNode.path(broker_id))
+        if data is None:
+            return None
+        try:
+            return broker_id, BrokerIdZNode.decode(broker_id, data), stat.czxid
+        except ZNodeDecodeError as exc:
+            log.error("skipping broker %d: %s", broker_id, exc)
+            return None
+
+    async def _load_topic(self, ctx: ControllerContext, topic: str) -> bool:
+        data, _ = await self.zk.get_or_none(TopicZNode.path(topic))
+        if data is None:
+            return False
+        try:
+            assignment = TopicZNode.decode(topic, data).partitions
+        except ZNodeDecodeError as exc:
+            log.error("skipping topic %s: %s", topic, exc)
+            return False
+        ctx.assignments[topic] = dict(assignment)
+        config_data, _ = await self.zk.get_or_none(TopicConfigZNode.path(topic))
+        try:
+            ctx.topic_configs[topic] = TopicConfigZNode.decode(topic, config_data) if config_data else {}
+        except ZNodeDecodeError as exc:
+            log.error("topic %s: ignoring its config: %s", topic, exc)
+            ctx.topic_configs[topic] = {}
+        for partition in assignment:
+            await self._refresh_leadership(ctx, (topic, partition))
+        return True
+
+    async def _refresh_leadership(self, ctx: ControllerContext, tp: TopicPartition) -> PartitionLeadership | None:
+        data, stat = await self.zk.get_or_none(TopicPartitionStateZNode.path(*tp))
+        if data is None:
+            ctx.leadership.pop(tp, None)
+            return None
+        try:
+            lead = PartitionLeadership(TopicPartitionStateZNode.decode(tp[0], tp[1], data), stat.version)
+        except ZNodeDecodeError as exc:
+            log.error("partition %s-%d: %s", tp[0], tp[1], exc)
+            return None
+        ctx.leadership[tp] = lead
+        return lead
+
+    # --- partition state machine ------------------------------------------------------------------------
+
+    async def _trigger_online_partitions(self, batch: ControlRequestBatch) -> None:
+        ctx = self._ctx()
+        new = [tp for tp in ctx.offline_partitions() if tp not in ctx.leadership]
+        offline = [tp for tp in ctx.offline_partitions() if tp in ctx.leadership]
+        for tp in new:
+            await self._initialize_partition(batch, tp)
+        for tp in offline:
+            await self._elect_leader(batch, tp, "offline")
+
+    async def _initialize_partition(self, batch: ControlRequestBatch, tp: TopicPartition) -> None:
+        """NewPartition -> OnlinePartition: leader = first live replica, ISR = live replicas, epoch 0."""
+        ctx = self._ctx()
+        live_replicas = [r for r in ctx.replicas(tp) if r in ctx.live]
+        if not live_replicas:
+            log.warning("partition %s-%d has no live replica; it stays new until one starts", *tp)
+            return
+        state = LeaderIsrAndControllerEpoch(leader=live_replicas[0], leader_epoch=0, isr=live_replicas,
+                                            controller_epoch=ctx.epoch)
+        try:
+            version = await self._writer_().create_partition_state(tp[0], tp[1], state)
+        except NodeExistsError:
+            # created meanwhile (an earlier controller's work that we did not see): elect on top of it
+            if await self._refresh_leadership(ctx, tp) is not None:
+                await self._elect_leader(batch, tp, "offline")
+            return
+        ctx.leadership[tp] = PartitionLeadership(state, version)
+        self._trace_election(tp, state, version, NO_LEADER, "initial")
+        batch.add_leader_and_isr(live_replicas, tp, is_new=True)
+
+    def _unclean_allowed(self, topic: str) -> bool:
+        value = self._ctx().topic_configs.get(topic, {}).get("unclean.leader.election.enable")
+        return self.unclean_default if value is None else value.strip().lower() == "true"
+
+    async def _elect_leader(self, batch: ControlRequestBatch, tp: TopicPartition, kind: str) -> None:
+        """Online/Offline -> Online, by compare-and-set on the state znode, retried on BADVERSION."""
+        ctx = self._ctx()
+        while True:
+            lead = await self._refresh_leadership(ctx, tp)
+            if lead is None:
+                return
+            state = lead.state
+            if state.controller_epoch > ctx.epoch:
+                raise ControllerMovedError(f"{tp} was decided by controller epoch {state.controller_epoch}")
+            replicas = ctx.replicas(tp)
+            if kind == "controlled_shutdown":
+                election = controlled_shutdown_election(replicas, state.isr, ctx.live_or_shutting_down,
+                                                        ctx.shutting_down)
+            else:
+                election = offline_partition_election(replicas, state.isr, ctx.live, self._unclean_allowed(tp[0]))
+            if election.leader == NO_LEADER and state.leader == NO_LEADER and kind != "controlled_shutdown":
+                return  # still offline: nothing to write
+            if self._unchanged(state, election):
+                return
+            new_state = state.with_changes(leader=election.leader, isr=election.isr,
+                                           leader_epoch=state.leader_epoch + 1, controller_epoch=ctx.epoch)
+            try:
+                version = await self._writer_().set_partition_state(tp[0], tp[1], new_state, lead.zk_version)
+            except BadVersionError:
+                continue
+            ctx.leadership[tp] = PartitionLeadership(new_state, version)
+            self._trace_election(tp, new_state, version, state.leader,
+                                 "unclean" if election.unclean else kind)
+            batch.add_leader_and_isr([r for r in replicas if r in ctx.live_or_shutting_down], tp)
+            return
+
+    @staticmethod
+    def _unchanged(state: LeaderIsrAndControllerEpoch, election: Election) -> bool:
+        return state.leader == election.leader and state.isr == election.isr
+
+    def _trace_election(self, tp: TopicPartition, state: LeaderIsrAndControllerEpoch, zk_version: int,
+                        previous_leader: int, kind: str) -> None:
+        self.trace.emit(te.LeaderElected, topic=tp[0], partition=tp[1], leader=state.leader,
+                        leader_epoch=state.leader_epoch, isr=list(state.isr), previous_leader=previous_leader,
+                        zk_version=zk_version, election=kind)
+
+    async def _remove_replica_from_isr(self, batch: ControlRequestBatch, replica: int,
+                                       only: list[TopicPartition] | None = None) -> None:
+        """OfflineReplica: take ``replica`` out of every ISR it is in (leader epoch + 1)."""
+        ctx = self._ctx()
+        for tp in only if only is not None else ctx.all_partitions():
+            while True:
+                lead = await self._refresh_leadership(ctx, tp)
+                if lead is None or replica not in lead.state.isr:
+                    break
+                state = lead.state
+                if state.controller_epoch > ctx.epoch:
+                    raise ControllerMovedError(f"{tp} was decided by controller epoch {state.controller_epoch}")
+                leader, isr = remove_replica_from_isr(state.leader, state.isr, replica)
+                new_state = state.with_changes(leader=leader, isr=isr, leader_epoch=state.leader_epoch + 1,
+                                               controller_epoch=ctx.epoch)
+                try:
+                    version = await self._writer_().set_partition_state(tp[0], tp[1], new_state, lead.zk_version)
+                except BadVersionError:
+                    continue
+                ctx.leadership[tp] = PartitionLeadership(new_state, version)
+                self._trace_election(tp, new_state, version, state.leader, "isr_removal")
+                batch.add_leader_and_isr([r for r in ctx.replicas(tp) if r in ctx.live_or_shutting_down
+                                          and r != replica], tp)
+                break
+
+    # --- broker membership ------------------------------------------------------------------------------
+
+    async def _on_broker_change(self) -> None:
+        ctx = self._ctx()
+        registered: dict[int, tuple] = {}
+        for child in await self.zk.get_children(BrokerIdsZNode.path, watch=self._brokers_watch):
+            found = await self._read_broker(child)
+            if found is not None:
+                registered[found[0]] = found
+        cached = dict(ctx.broker_epochs)
+        new = sorted(set(registered) - set(cached))
+        dead = sorted(set(cached) - set(registered))
+        bounced = sorted(b for b in set(registered) & set(cached) if registered[b][2] > cached[b])
+        if not (new or dead or bounced):
+            return
+        self.trace.emit(te.BrokerMembershipChanged, new_brokers=new, dead_brokers=dead, bounced_brokers=bounced,
+                        broker_epochs={b: found[2] for b, found in registered.items()})
+
+        def add(ids: list[int]) -> None:
+            for b in ids:
+                ctx.live_brokers[b], ctx.broker_epochs[b] = registered[b][1], registered[b][2]
+
+        def remove(ids: list[int]) -> None:
+            for b in ids:
+                ctx.live_brokers.pop(b, None)
+                ctx.broker_epochs.pop(b, None)
+
+        if new:
+            add(new)
+            await self._on_broker_startup(new)
+        if bounced:
+            remove(bounced)
+            await self._on_broker_failure(bounced)
+            add(bounced)
+            await self._on_broker_startup(bounced)
+        if dead:
+            remove(dead)
+            await self._on_broker_failure(dead)
+
+    async def _on_broker_startup(self, started: list[int]) -> None:
+        ctx = self._ctx()
+        channel = self._channel_()
+        for b in started:
+            channel.add_broker(b, ctx.live_brokers[b])
+        batch = self._batch()
+        batch.add_update_metadata(set(ctx.live_brokers) - set(started), [])
+        batch.add_update_metadata(started, [tp for tp, lead in ctx.leadership.items() if lead.state.leader >= 0])
+        batch.send()
+        for tp in ctx.all_partitions():
+            lead = ctx.leadership.get(tp)
+            on_started = [b for b in ctx.replicas(tp) if b in started]
+            if lead is not None and on_started and lead.state.leader in ctx.live:
+                batch.add_leader_and_isr(on_started, tp)
+        await self._trigger_online_partitions(batch)
+        batch.send()
+        if ctx.topics_to_delete:
+            await self._on_topic_deletion()
+
+    async def _on_broker_failure(self, dead: list[int]) -> None:
+        ctx = self._ctx()
+        for b in dead:
+            ctx.shutting_down.discard(b)
+            self._channel_().remove_broker(b)
+        batch = self._batch()
+        for tp in ctx.partitions_led_by(set(dead)):
+            if tp[0] not in ctx.topics_to_delete:
+                await self._elect_leader(batch, tp, "offline")
+        for b in dead:
+            await self._remove_replica_from_isr(batch, b)
+        batch.add_update_metadata(ctx.live_brokers, [])
+        batch.send()
+
+    # --- controlled shutdown ----------------------------------------------------------------------------
+
+    async def _on_controlled_shutdown(self, event: ev.ControlledShutdown) -> None:
+        ctx = self.ctx
+        if ctx is None:
+            event.reply.set_result((ErrorCode.not_controller.value, []))
+            return
+        if event.broker_id not in ctx.live_brokers:
+            event.reply.set_result((ErrorCode.broker_not_available.value, []))
+            return
+        if event.broker_epoch < ctx.broker_epochs.get(event.broker_id, -1):
+            event.reply.set_result((ErrorCode.stale_broker_epoch.value, []))
+            return
+        broker = event.broker_id
+        ctx.shutting_down.add(broker)
+        batch = self._batch()
+        replicated = [tp for tp in ctx.partitions_on_broker(broker) if len(ctx.replicas(tp)) > 1
+                      and tp[0] not in ctx.topics_to_delete and tp in ctx.leadership
+                      and ctx.leadership[tp].state.leader != NO_LEADER]
+        for tp in replicated:
+            if ctx.leadership[tp].state.leader == broker:
+                await self._elect_leader(batch, tp, "controlled_shutdown")
+        followed = [tp for tp in replicated if ctx.leadership[tp].state.leader != broker]
+        for tp in followed:
+            batch.add_stop_replica(broker, tp, delete=False, leader_epoch=ctx.leadership[tp].state.leader_epoch)
+        await self._remove_replica_from_isr(batch, broker, only=followed)
+        batch.send()
+        remaining = [tp for tp in replicated if ctx.leadership[tp].state.leader == broker]
+        self.trace.emit(te.ControlledShutdownStep, phase="handled", remaining_partitions=len(remaining),
+                        detail=f"for broker {broker}")
+        event.reply.set_result((ErrorCode.none.value, remaining))
+
+    # --- topics -----------------------------------------------------------------------------------------
+
+    async def _on_topic_change(self) -> None:
+        ctx = self._ctx()
+        topics = set(await self.zk.get_children(BrokerTopicsZNode.path, watch=self._topics_watch))
+        for gone in set(ctx.assignments) - topics:
+            ctx.remove_topic(gone)
+        batch = self._batch()
+        for topic in sorted(topics - set(ctx.assignments)):
+            if not await self._load_topic(ctx, topic):
+                continue
+            self.trace.emit(te.TopicCreated, topic=topic, assignment=ctx.assignments[topic])
+            for partition in sorted(ctx.assignments[topic]):
+                tp = (topic, partition)
+                if tp in ctx.leadership:
+                    await self._elect_leader(batch, tp, "offline")
+                else:
+                    await self._initialize_partition(batch, tp)
+        batch.send()
+
+    async def _on_topic_deletion(self) -> None:
+        ctx = self._ctx()
+        requested = await self.zk.get_children(DeleteTopicsZNode.path, watch=self._delete_topics_watch)
+        writer = self._writer_()
+        unknown = [t for t in requested if t not in ctx.assignments]
+        if not self.delete_topic_enable:
+            log.warning("delete.topic.enable is false: ignoring deletion of %s", ", ".join(requested))
+            unknown = list(requested)
+        if unknown:
+            await writer.delete_paths([DeleteTopicsTopicZNode.path(t) for t in unknown])
+        ctx.topics_to_delete = {t for t in requested if t in ctx.assignments} if self.delete_topic_enable else set()
+        batch = self._batch()
+        for topic in sorted(ctx.topics_to_delete):
+            partitions = [(topic, p) for p in sorted(ctx.assignments[topic])]
+            replicas = {r for tp in partitions for r in ctx.replicas(tp)}
+            if not replicas <= set(ctx.live_brokers):
+                log.info("deletion of %s waits for replicas on brokers %s", topic,
+                         sorted(replicas - set(ctx.live_brokers)))
+                continue
+            batch.add_update_metadata(ctx.live_brokers, partitions, deleting=True)
+            for tp in partitions:
+                for replica in ctx.replicas(tp):
+                    batch.add_stop_replica(replica, tp, delete=True, leader_epoch=-2)
+            await writer.delete_paths([TopicZNode.path(topic), TopicConfigZNode.path(topic),
+                                       DeleteTopicsTopicZNode.path(topic)])
+            ctx.remove_topic(topic)
+            self.trace.emit(te.TopicDeleted, topic=topic)
+        batch.send()
+
+    async def _on_isr_change_notification(self) -> None:
+        ctx = self._ctx()
+        children = await self.zk.get_children(IsrChangeNotificationZNode.path, watch=self._isr_change_watch)
+        changed: set[TopicPartition] = set()
+        for child in sorted(children):
+            path = f"{IsrChangeNotificationZNode.path}/{child}"
+            data, _ = await self.zk.get_or_none(path)
+            try:
+                changed.update(IsrChangeNotificationZNode.decode(path, data))
+            except ZNodeDecodeError as exc:
+                log.error("ignoring ISR change notification: %s", exc)
+        for tp in sorted(changed):
+            if tp[0] in ctx.assignments:
+                await self._refresh_leadership(ctx, tp)
+        batch = self._batch()
+        batch.add_update_metadata(ctx.live_brokers, [tp for tp in sorted(changed) if tp in ctx.leadership])
+        batch.send()
+        await self._writer_().delete_paths([f"{IsrChangeNotificationZNode.path}/{c}" for c in children])
+
+    # --- helpers ----------------------------------------------------------------------------------------
+
+    def _ctx(self) -> ControllerContext:
+        if self.ctx is None:
+            raise ControllerMovedError("not the active controller")
+        return self.ctx
+
+    def _writer_(self) -> FencedZkWriter:
+        if self._writer is None:
+            raise ControllerMovedError("not the active controller")
+        return self._writer
+
+    def _channel_(self) -> ControllerChannelManager:
+        if self._channel is None:
+            raise ControllerMovedError("not the active controller")
+        return self._channel
+
+    def _batch(self) -> ControlRequestBatch:
+        return ControlRequestBatch(self.broker_id, self._ctx(), self._channel_())

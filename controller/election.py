@@ -1,0 +1,55 @@
+"""Leader election strategies (Kafka's PartitionLeaderElectionAlgorithms). Pure: inputs in, decision out.
+
+Every strategy keeps assignment order, because the first replica of an assignment is the preferred
+leader and Kafka always picks the first eligible replica in that order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from zk.znodes import NO_LEADER
+
+
+@dataclass(frozen=True)
+class Election:
+    leader: int            # NO_LEADER when nobody can lead
+    isr: list[int]
+    unclean: bool = False
+
+
+def offline_partition_election(assignment: list[int], isr: list[int], live: set[int],
+                               unclean_allowed: bool) -> Election:
+    """After a broker failure or for a partition without a leader: the first live ISR member leads.
+
+    With no live ISR member, an unclean election picks the first live replica (and the ISR shrinks to it)
+    only when allowed; otherwise the partition stays offline and keeps its last ISR, because the
+    controller never writes an empty ISR.
+    """
+    live_isr = [replica for replica in assignment if replica in live and replica in isr]
+    if live_isr:
+        return Election(live_isr[0], [replica for replica in isr if replica in live])
+    if unclean_allowed:
+        live_replicas = [replica for replica in assignment if replica in live]
+        if live_replicas:
+            return Election(live_replicas[0], [live_replicas[0]], unclean=True)
+    return Election(NO_LEADER, list(isr))
+
+
+def controlled_shutdown_election(assignment: list[int], isr: list[int], live_or_shutting_down: set[int],
+                                 shutting_down: set[int]) -> Election:
+    """Move leadership off brokers that are shutting down; they also leave the ISR."""
+    candidates = [r for r in assignment if r in live_or_shutting_down and r in isr and r not in shutting_down]
+    new_isr = [replica for replica in isr if replica not in shutting_down]
+    if not candidates:
+        return Election(NO_LEADER, list(isr))
+    return Election(candidates[0], new_isr)
+
+
+def remove_replica_from_isr(leader: int, isr: list[int], replica: int) -> tuple[int, list[int]]:
+    """Controller-side ISR removal when a replica goes offline. The last ISR member stays in the ISR
+    (with no leader) so that a later clean election can still find it."""
+    new_leader = NO_LEADER if leader == replica else leader
+    if isr == [replica]:
+        return new_leader, list(isr)
+    return new_leader, [member for member in isr if member != replica]

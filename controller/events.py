@@ -1,0 +1,68 @@
+"""Controller events. ZooKeeper watches and requests only enqueue these; one loop processes them in
+order, so controller state never races."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Startup:
+    pass
+
+
+@dataclass(frozen=True)
+class Reelect:
+    """/controller was deleted: resign if it was us, then try to become controller."""
+
+
+@dataclass(frozen=True)
+class ControllerChange:
+    """/controller was created or changed: resign if it is no longer us."""
+
+
+@dataclass(frozen=True)
+class Expire:
+    """Our ZooKeeper session expired: our ephemerals are gone, so resign before anything else."""
+
+
+@dataclass(frozen=True)
+class RegisterBrokerAndReelect:
+    """A new session after expiry: the broker has re-registered; take part in the election again."""
+
+
+@dataclass(frozen=True)
+class BrokerChange:
+    pass
+
+
+@dataclass(frozen=True)
+class TopicChange:
+    pass
+
+
+@dataclass(frozen=True)
+class TopicDeletion:
+    pass
+
+
+@dataclass(frozen=True)
+class IsrChangeNotification:
+    pass
+
+
+@dataclass(frozen=True)
+class ControlledShutdown:
+    broker_id: int
+    broker_epoch: int
+    reply: asyncio.Future = field(compare=False)
+
+
+@dataclass(frozen=True)
+class Shutdown:
+    pass
+
+
+ControllerEvent = (Startup | Reelect | ControllerChange | Expire | RegisterBrokerAndReelect | BrokerChange
+                   | TopicChange | TopicDeletion | IsrChangeNotification | ControlledShutdown | Shutdown)

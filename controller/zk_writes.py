@@ -1,0 +1,84 @@
+"""The controller's ZooKeeper writes, each fenced by the version of /controller_epoch.
+
+Every write is a multi-op whose first op checks /controller_epoch's zkVersion: if another controller
+has been elected since, the whole write fails and this controller learns it was deposed (Kafka 2.2+).
+"""
+
+from __future__ import annotations
+
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+
+from zk.client import CheckOp, CreateOp, DeleteOp, MultiOpError, Op, SetDataOp, ZkClient, ZnodeStat
+from zk.znodes import (
+    ControllerEpochZNode,
+    LeaderIsrAndControllerEpoch,
+    TopicPartitionStateZNode,
+    TopicPartitionsZNode,
+    TopicPartitionZNode,
+)
+
+
+class ControllerMovedError(Exception):
+    """A fenced write failed its /controller_epoch check: a newer controller exists."""
+
+
+class FencedZkWriter:
+    def __init__(self, zk: ZkClient, epoch_zk_version: int) -> None:
+        self.zk = zk
+        self.epoch_zk_version = epoch_zk_version
+
+    async def multi(self, ops: list[Op]) -> list[object]:
+        try:
+            results = await self.zk.multi([CheckOp(ControllerEpochZNode.path, self.epoch_zk_version), *ops])
+        except MultiOpError as exc:
+            if exc.failed_index == 0:
+                raise ControllerMovedError(f"/controller_epoch is no longer at zkVersion {self.epoch_zk_version}"
+                                           ) from None
+            raise exc.cause from None
+        return results[1:]
+
+    async def set_partition_state(self, topic: str, partition: int, state: LeaderIsrAndControllerEpoch,
+                                  expected_zk_version: int) -> int:
+        """Compare-and-set; returns the new zkVersion. Raises BadVersionError when someone wrote first."""
+        path = TopicPartitionStateZNode.path(topic, partition)
+        (stat,) = await self.multi([SetDataOp(path, TopicPartitionStateZNode.encode(state), expected_zk_version)])
+        assert isinstance(stat, ZnodeStat)
+        return stat.version
+
+    async def create_partition_state(self, topic: str, partition: int, state: LeaderIsrAndControllerEpoch) -> int:
+        ops: list[Op] = []
+        for parent in (TopicPartitionsZNode.path(topic), TopicPartitionZNode.path(topic, partition)):
+            if await self.zk.exists(parent) is None:
+                ops.append(CreateOp(parent))
+        ops.append(CreateOp(TopicPartitionStateZNode.path(topic, partition), TopicPartitionStateZNode.encode(state)))
+        await self.multi(ops)
+        return 0
+
+    async def delete_paths(self, paths: list[str]) -> None:
+        """Deletes what exists of ``paths`` (children before parents) in one fenced multi-op."""
+        ops: list[Op] = []
+        for path in paths:
+            ops.extend(await self._delete_ops(path))
+        if ops:
+            try:
+                await self.multi(ops)
+            except NoNodeError:
+                # someone removed part of it meanwhile; what is left is retried path by path
+                for path in paths:
+                    rest = await self._delete_ops(path)
+                    if rest:
+                        await self.multi(rest)
+
+    async def _delete_ops(self, path: str) -> list[Op]:
+        try:
+            children = await self.zk.get_children(path)
+        except NoNodeError:
+            return []
+        ops: list[Op] = []
+        for child in children:
+            ops.extend(await self._delete_ops(f"{path}/{child}"))
+        ops.append(DeleteOp(path))
+        return ops
+
+
+__all__ = ["BadVersionError", "ControllerMovedError", "FencedZkWriter", "NodeExistsError"]

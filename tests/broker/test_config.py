@@ -1,0 +1,52 @@
+import pytest
+
+from broker.config import ConfigError, KafkaConfig, parse_properties
+
+BASE = {"broker.id": "1", "zookeeper.connect": "127.0.0.1:2181"}
+
+
+def test_properties_parser_handles_separators_comments_and_continuations():
+    text = "# comment\n! also\nbroker.id=3\nlog.dirs: /a,/b\nzookeeper.connect 127.0.0.1:2181/ks\n" \
+           "listeners=PLAINTEXT://127.0.0.1:9092,\\\n  CLUSTER://127.0.0.1:9192\n"
+    props = parse_properties(text)
+    assert props == {"broker.id": "3", "log.dirs": "/a,/b", "zookeeper.connect": "127.0.0.1:2181/ks",
+                     "listeners": "PLAINTEXT://127.0.0.1:9092,CLUSTER://127.0.0.1:9192"}
+
+
+def test_kafka_defaults():
+    config = KafkaConfig.from_properties(BASE)
+    assert config.zookeeper_session_timeout_ms == 18000
+    assert config.replica_lag_time_max_ms == 30000
+    assert config.unclean_leader_election_enable is False
+    assert config.controlled_shutdown_max_retries == 3
+    assert [str(lst) for lst in config.client_listeners] == ["PLAINTEXT://127.0.0.1:9092"]
+    assert config.cluster_listener.port == 9192
+
+
+def test_classroom_profile_shortens_timeouts_and_user_settings_still_win():
+    config = KafkaConfig.from_properties({**BASE, "kafkasim.profile": "classroom",
+                                          "replica.lag.time.max.ms": "4000"})
+    assert config.zookeeper_session_timeout_ms == 2000
+    assert config.replica_lag_time_max_ms == 4000
+    assert "profile sets zookeeper.session.timeout.ms=2000" in config.describe()
+
+
+@pytest.mark.parametrize("props, message", [
+    ({"zookeeper.connect": "x:1"}, "broker.id"),
+    ({"broker.id": "-1", "zookeeper.connect": "x:1"}, "broker.id"),
+    ({"broker.id": "one", "zookeeper.connect": "x:1"}, "broker.id"),
+    ({**BASE, "listeners": "PLAINTEXT://127.0.0.1:9092"}, "cluster-plane listener CLUSTER"),
+    ({**BASE, "listeners": "PLAINTEXT://127.0.0.1:x,CLUSTER://h:1"}, "is not LISTENER_NAME://host:port"),
+    ({**BASE, "listeners": "PLAINTEXT://h:1,CLUSTER://h:1"}, "one port twice"),
+    ({**BASE, "zookeeper.session.timeout.ms": "0"}, "zookeeper.session.timeout.ms"),
+    ({**BASE, "kafkasim.profile": "fast"}, "unknown profile"),
+])
+def test_bad_config_names_the_property(props, message):
+    with pytest.raises(ConfigError) as info:
+        KafkaConfig.from_properties(props, "server.properties")
+    assert message in str(info.value) and "server.properties" in str(info.value)
+
+
+def test_unknown_properties_are_warned_about_like_kafka():
+    config = KafkaConfig.from_properties({**BASE, "replica.lag.tme.max.ms": "1"})
+    assert "replica.lag.tme.max.ms was supplied but isn't a known config" in config.describe()

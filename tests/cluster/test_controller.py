@@ -1,0 +1,191 @@
+"""Controller election, failover and fencing with real broker processes and a real ZooKeeper."""
+
+import asyncio
+import signal
+import time
+
+import grpc
+import pytest
+from kio.schema.errors import ErrorCode
+
+from cluster.admin import create_topic
+from clusterplane import cluster_pb2 as pb
+from clusterplane.cluster_pb2_grpc import AdminStub, ControlPlaneStub
+from tests.harness import RunningCluster, wait_until, zk_call, znode_json
+from traces import events as te
+
+pytestmark = [pytest.mark.processes, pytest.mark.slow]
+SESSION_S = 2.0  # the classroom profile's zookeeper.session.timeout.ms
+
+
+def make_topic(cluster: RunningCluster, name: str, partitions: int, rf: int, config=None) -> None:
+    zk_call(cluster.zk_connect, lambda zk: create_topic(zk, name, partitions, rf, config))
+    wait_until(lambda: all(p.leader >= 0 for p in cluster.state([name]).partitions)
+               and len(cluster.state([name]).partitions) == partitions, 15, f"{name} to get leaders")
+
+
+def grpc_call(cluster: RunningCluster, broker_id: int, fn):
+    port = cluster.spec.broker(broker_id).cluster_port
+
+    async def run():
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            return await fn(channel)
+    return asyncio.run(run())
+
+
+def test_one_controller_is_elected_and_every_znode_is_in_kafkas_format(cluster):
+    state = cluster.state()
+    assert state.controller_id in {1, 2, 3} and state.controller_epoch == 1
+    controller = znode_json(cluster, "/controller")
+    assert set(controller) == {"version", "brokerid", "timestamp"} and controller["brokerid"] == state.controller_id
+    assert cluster.raw("/controller_epoch")[0] == b"1"
+    cluster_id = znode_json(cluster, "/cluster/id")
+    assert cluster_id["version"] == "1" and len(cluster_id["id"]) == 22
+    for broker in cluster.spec.brokers:
+        _, stat = cluster.raw(f"/brokers/ids/{broker.broker_id}")
+        registration = znode_json(cluster, f"/brokers/ids/{broker.broker_id}")
+        assert registration["version"] == 5 and registration["port"] == broker.client_port
+        assert registration["endpoints"] == [f"PLAINTEXT://127.0.0.1:{broker.client_port}",
+                                             f"CLUSTER://127.0.0.1:{broker.cluster_port}"]
+        assert stat.version == 1  # created and set in one multi-op, as Kafka does
+        registered = [e for e in cluster.traces(broker.broker_id) if isinstance(e, te.BrokerRegistered)]
+        assert registered[-1].broker_epoch == stat.czxid  # the broker epoch is the czxid
+    elected = [e for e in cluster.all_traces() if isinstance(e, te.ControllerElected)]
+    assert [e.broker_id for e in elected] == [state.controller_id]
+
+    make_topic(cluster, "fmt", 2, 3)
+    topic = znode_json(cluster, "/brokers/topics/fmt")
+    assert topic["version"] == 2 and set(topic["partitions"]) == {"0", "1"}
+    assert topic["adding_replicas"] == {} and topic["removing_replicas"] == {}
+    part = znode_json(cluster, "/brokers/topics/fmt/partitions/0/state")
+    assert set(part) == {"controller_epoch", "leader", "version", "leader_epoch", "isr"}
+    assert part["leader"] == topic["partitions"]["0"][0] and part["leader_epoch"] == 0
+    assert part["isr"] == topic["partitions"]["0"] and part["controller_epoch"] == 1
+    assert znode_json(cluster, "/config/topics/fmt") == {"version": 1, "config": {}}
+
+
+def test_controller_failover_after_kill9(cluster):
+    old = cluster.controller()
+    cluster.kill9(old)
+    started = time.monotonic()
+    state = wait_until(lambda: (s := cluster.state(topics=[])).controller_id not in (-1, old) and s,
+                       SESSION_S + 15, "a new controller")
+    assert state.controller_epoch == 2
+    assert old not in {b.broker_id for b in state.brokers}
+    elected = [e for e in cluster.traces(state.controller_id) if isinstance(e, te.ControllerElected)]
+    assert elected[-1].controller_epoch == 2
+    print(f"new controller after {time.monotonic() - started:.2f} s")
+
+
+def test_leader_moves_to_the_next_isr_member_after_kill9(cluster):
+    make_topic(cluster, "orders", 3, 3)
+    controller = cluster.controller()
+    before = cluster.state(["orders"])
+    victim_partition = next(p for p in before.partitions if p.leader != controller)
+    victim = victim_partition.leader
+    cluster.kill9(victim)
+    after = wait_until(lambda: (s := cluster.state(["orders"])).partition("orders", victim_partition.partition)
+                       .leader not in (victim, -1) and all(victim not in p.isr for p in s.partitions) and s,
+                       SESSION_S + 15, "the leader to move and the ISRs to shrink")
+    for old_view in before.partitions:
+        new_view = after.partition("orders", old_view.partition)
+        assert victim not in new_view.isr
+        if old_view.leader == victim:
+            expected = next(r for r in old_view.replicas if r != victim and r in old_view.isr)
+            assert new_view.leader == expected
+        else:
+            assert new_view.leader == old_view.leader
+        assert new_view.leader_epoch == old_view.leader_epoch + 1
+    # every live broker was told: its own replicas' roles follow ZooKeeper
+    for broker in after.brokers:
+        view = grpc_call(cluster, broker.broker_id,
+                         lambda ch: AdminStub(ch).DescribeBroker(pb.DescribeBrokerRequest(), timeout=5))
+        for replica in view.replicas:
+            zk_view = after.partition(replica.topic, replica.partition)
+            wait_until(lambda r=replica, z=zk_view: r.leader == z.leader, 1, "broker view to match")
+
+
+def test_a_paused_controller_is_fenced_and_resigns(cluster):
+    make_topic(cluster, "paused", 3, 3)
+    old = cluster.controller()
+    cluster.signal(old, signal.SIGSTOP)
+    try:
+        state = wait_until(lambda: (s := cluster.state(["paused"])).controller_id not in (-1, old)
+                           and all(p.leader not in (-1, old) for p in s.partitions) and s,
+                           SESSION_S + 20, "a new controller while the old one is paused")
+    finally:
+        cluster.signal(old, signal.SIGCONT)
+    assert state.controller_epoch == 2
+    assert all(p.controller_epoch == 2 for p in state.partitions if old in p.replicas and p.leader_epoch > 0)
+    wait_until(lambda: any(isinstance(e, te.ControllerResigned) for e in cluster.traces(old)), 20,
+               "the old controller to resign")
+    wait_until(lambda: len([e for e in cluster.traces(old) if isinstance(e, te.BrokerRegistered)]) == 2, 20,
+               "the old controller to re-register")
+    wait_until(lambda: old in {b.broker_id for b in cluster.state(topics=[]).brokers}, 10, "re-registration")
+    after = cluster.state(["paused"])
+    assert after.controller_id == state.controller_id and after.controller_epoch == 2
+    assert cluster.raw("/controller_epoch")[0] == b"2"
+    for p in state.partitions:
+        q = after.partition("paused", p.partition)
+        assert (q.leader, q.leader_epoch, q.isr, q.zk_version) == (p.leader, p.leader_epoch, p.isr, p.zk_version)
+    # nothing the deposed controller decided reached ZooKeeper after it was paused
+    resigned = next(e for e in cluster.traces(old) if isinstance(e, te.ControllerResigned))
+    late = [e for e in cluster.traces(old) if isinstance(e, te.LeaderElected) and e.ts_ms > resigned.ts_ms]
+    assert late == []
+
+
+def test_brokers_refuse_control_requests_from_a_deposed_controller(cluster):
+    make_topic(cluster, "fenced", 1, 3)
+    broker = next(b.broker_id for b in cluster.spec.brokers if b.broker_id != cluster.controller())
+    partition = cluster.state(["fenced"]).partition("fenced", 0)
+    stale = pb.LeaderAndIsrRequest(controller_id=9, controller_epoch=0, broker_epoch=-1, partition_states=[
+        pb.PartitionState(topic="fenced", partition=0, controller_epoch=0, leader=broker, leader_epoch=99,
+                          isr=[broker], replicas=partition.replicas)])
+    response = grpc_call(cluster, broker, lambda ch: ControlPlaneStub(ch).LeaderAndIsr(stale, timeout=5))
+    assert response.error_code == ErrorCode.stale_controller_epoch.value
+    view = grpc_call(cluster, broker, lambda ch: AdminStub(ch).DescribeBroker(pb.DescribeBrokerRequest(), timeout=5))
+    mine = next(r for r in view.replicas if r.topic == "fenced")
+    assert mine.leader == partition.leader and mine.leader_epoch == partition.leader_epoch
+
+    old_epoch = pb.LeaderAndIsrRequest(controller_id=9, controller_epoch=1, broker_epoch=view.broker_epoch - 1)
+    response = grpc_call(cluster, broker, lambda ch: ControlPlaneStub(ch).LeaderAndIsr(old_epoch, timeout=5))
+    assert response.error_code == ErrorCode.stale_broker_epoch.value
+    refused = [e for e in cluster.traces(broker) if isinstance(e, te.ControlRequestApplied) and e.error_code]
+    assert {e.error_code for e in refused} == {11, 77}
+
+
+def test_controlled_shutdown_moves_leaders_before_the_broker_exits(cluster):
+    make_topic(cluster, "cs", 3, 3)
+    controller = cluster.controller()
+    leaving = next(b.broker_id for b in cluster.spec.brokers if b.broker_id != controller)
+    led = [p.partition for p in cluster.state(["cs"]).partitions if p.leader == leaving]
+    assert led, "the assignment gives every broker a leadership"
+    cluster.signal(leaving, signal.SIGTERM)
+    wait_until(lambda: cluster.pid(leaving) is None, 30, "the broker to exit")
+    after = cluster.state(["cs"])
+    assert all(p.leader not in (-1, leaving) and leaving not in p.isr for p in after.partitions)
+    steps = [e.phase for e in cluster.traces(leaving) if isinstance(e, te.ControlledShutdownStep)]
+    assert steps == ["requested", "succeeded"]
+    stopped = [e for e in cluster.traces(leaving) if isinstance(e, te.BrokerStopped)]
+    assert stopped and stopped[0].clean
+    moved = [e for e in cluster.traces(controller)
+             if isinstance(e, te.LeaderElected) and e.election == "controlled_shutdown"]
+    assert sorted(e.partition for e in moved) == sorted(led)
+    succeeded = next(e for e in cluster.traces(leaving) if getattr(e, "phase", "") == "succeeded")
+    assert all(e.ts_ms <= succeeded.ts_ms for e in moved)
+
+
+def test_a_broker_whose_session_expired_registers_again_with_a_new_epoch(cluster):
+    broker = next(b.broker_id for b in cluster.spec.brokers if b.broker_id != cluster.controller())
+    _, stat = cluster.raw(f"/brokers/ids/{broker}")
+    cluster.signal(broker, signal.SIGSTOP)
+    try:
+        wait_until(lambda: broker not in {b.broker_id for b in cluster.state(topics=[]).brokers},
+                   SESSION_S + 20, "the paused broker's registration to expire")
+    finally:
+        cluster.signal(broker, signal.SIGCONT)
+    again = wait_until(lambda: next((b for b in cluster.state(topics=[]).brokers if b.broker_id == broker), None),
+                       20, "the broker to register again")
+    assert again.broker_epoch > stat.czxid
+    states = [e.state for e in cluster.traces(broker) if isinstance(e, te.SessionStateChanged)]
+    assert "expired" in states and "new_session" in states

@@ -1,0 +1,128 @@
+"""Test helpers: a real ZooKeeper per test session (each test gets its own chroot), real broker
+processes per test, and waiting on conditions with deadlines instead of sleeps."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from cluster.admin import ClusterState, read_cluster_state
+from cluster.lifecycle import up, wait_for_cluster
+from cluster.processes import ClusterLayout, ClusterSpec, spawn_broker
+from traces.events import parse_line
+from zk.client import ZkClient
+
+T = TypeVar("T")
+
+
+def wait_until(condition: Callable[[], T], timeout_s: float, what: str, interval_s: float = 0.05) -> T:
+    deadline = time.monotonic() + timeout_s
+    last: Any = None
+    while True:
+        try:
+            last = condition()
+            if last:
+                return last
+        except Exception as exc:  # the state may be in flux; keep polling until the deadline
+            last = exc
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}; last: {last!r}")
+        time.sleep(interval_s)
+
+
+def zk_call(connect: str, fn: Callable[[ZkClient], Any]) -> Any:
+    async def run() -> Any:
+        zk = ZkClient(connect, session_timeout_ms=6000, connection_timeout_ms=10000)
+        await zk.start(say=lambda _: None)
+        try:
+            return await fn(zk)
+        finally:
+            await zk.close()
+
+    return asyncio.run(run())
+
+
+def read_traces(path: Path) -> list:
+    if not path.exists():
+        return []
+    events = []
+    for line in path.read_text().splitlines():
+        if line.strip():
+            events.append(parse_line(line))
+    return events
+
+
+@dataclass
+class RunningCluster:
+    data_dir: Path
+    spec: ClusterSpec
+    zk_connect: str
+    killed: set[int] = field(default_factory=set)
+
+    @property
+    def layout(self) -> ClusterLayout:
+        return ClusterLayout(self.data_dir)
+
+    def state(self, topics: list[str] | None = None) -> ClusterState:
+        return zk_call(self.zk_connect, lambda zk: read_cluster_state(zk, topics))
+
+    def raw(self, path: str) -> tuple[bytes, Any]:
+        return zk_call(self.zk_connect, lambda zk: zk.get(path))
+
+    def pid(self, broker_id: int) -> int | None:
+        return self.layout.broker_pid(broker_id).read()
+
+    def signal(self, broker_id: int, signum: int) -> None:
+        pid = self.pid(broker_id)
+        assert pid is not None, f"broker {broker_id} is not running"
+        os.kill(pid, signum)
+
+    def kill9(self, broker_id: int) -> None:
+        self.signal(broker_id, signal.SIGKILL)
+        wait_until(lambda: self.pid(broker_id) is None, 10, f"broker {broker_id} to die")
+
+    def start(self, broker_id: int) -> None:
+        spawn_broker(self.layout, broker_id)
+        asyncio.run(wait_for_cluster(self.zk_connect, [broker_id], self.layout, timeout_s=60))
+
+    def traces(self, broker_id: int) -> list:
+        return read_traces(self.layout.trace_file(broker_id))
+
+    def all_traces(self) -> list:
+        events = [e for b in self.spec.brokers for e in self.traces(b.broker_id)]
+        return sorted(events, key=lambda e: e.ts_ms)
+
+    def controller(self) -> int:
+        return self.state(topics=[]).controller_id
+
+    def stop_all(self) -> None:
+        for broker in self.spec.brokers:
+            pid = self.pid(broker.broker_id)
+            if pid is not None:
+                try:
+                    os.killpg(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        for broker in self.spec.brokers:
+            wait_until(lambda b=broker: self.pid(b.broker_id) is None, 10, f"broker {broker.broker_id} to stop")
+
+
+def start_cluster(tmp_path: Path, zk_server: str, brokers: int = 3, profile: str = "classroom",
+                  overrides: dict[str, str] | None = None) -> RunningCluster:
+    connect = f"{zk_server}/kafkasim-test-{uuid.uuid4().hex[:10]}"
+    data_dir = tmp_path / "cluster"
+    spec = up(data_dir, brokers=brokers, zookeeper=connect, profile=profile, overrides=overrides, base_port=0,
+              say=lambda _: None)
+    return RunningCluster(data_dir, spec, connect)
+
+
+def znode_json(cluster: RunningCluster, path: str) -> dict:
+    return json.loads(cluster.raw(path)[0])

@@ -1,0 +1,83 @@
+import pytest
+
+from broker.protocol.versions import SUPPORTED_VERSIONS, ApiKey, api_spec, is_implemented, is_supported
+
+# wire-compat.md section 0, "advertise" column plus the optional extras.
+RECOMMENDED = {
+    0: (0, 8), 1: (4, 11), 2: (1, 5), 3: (1, 8), 8: (2, 7), 9: (1, 5), 10: (0, 2), 11: (0, 5),
+    12: (0, 3), 13: (0, 3), 14: (0, 3), 15: (0, 4), 16: (0, 2), 18: (0, 3), 19: (2, 4), 20: (1, 3),
+    22: (0, 1), 23: (2, 3), 32: (1, 3),
+}  # fmt: skip
+
+# aiokafka 0.14 picks the highest of its own versions inside the broker range and fails if there
+# is none: no advertised minimum may exceed these.
+AIOKAFKA_MAXIMA = {
+    18: 0, 3: 5, 0: 7, 1: 11, 2: 3, 8: 3, 9: 3, 10: 1, 11: 5, 14: 3, 12: 1, 13: 1, 19: 3, 20: 3, 22: 0,
+}  # fmt: skip
+
+IMPLEMENTED = [
+    (key, version)
+    for key, supported in SUPPORTED_VERSIONS.items()
+    for version in range(supported.implemented_from, supported.max_version + 1)
+]
+
+
+def test_advertised_matrix_is_the_recommended_one():
+    assert {key: (r.min_version, r.max_version) for key, r in SUPPORTED_VERSIONS.items()} == RECOMMENDED
+
+
+def test_no_advertised_minimum_locks_out_aiokafka():
+    for key, aiokafka_max in AIOKAFKA_MAXIMA.items():
+        assert SUPPORTED_VERSIONS[key].min_version <= aiokafka_max, ApiKey(key).name
+
+
+def test_consumer_group_heartbeat_is_not_advertised_so_librdkafka_stays_on_classic_groups():
+    assert 68 not in SUPPORTED_VERSIONS
+
+
+@pytest.mark.parametrize(("api_key", "low", "high"), [(k, lo, hi) for k, (lo, hi) in RECOMMENDED.items()])
+def test_is_supported_holds_exactly_inside_the_range(api_key, low, high):
+    assert is_supported(api_key, low) and is_supported(api_key, high)
+    assert not is_supported(api_key, low - 1)
+    assert not is_supported(api_key, high + 1)
+
+
+def test_unknown_api_keys_are_not_supported():
+    assert not is_supported(17, 0)
+    assert not is_supported(-1, 0)
+    assert api_spec(999, 0) is None
+
+
+def test_produce_v0_to_v2_is_advertised_but_not_implemented():
+    for version in (0, 1, 2):
+        assert is_supported(ApiKey.PRODUCE, version)
+        assert not is_implemented(ApiKey.PRODUCE, version)
+        assert api_spec(ApiKey.PRODUCE, version) is None
+    assert is_implemented(ApiKey.PRODUCE, 3)
+
+
+@pytest.mark.parametrize(("api_key", "api_version"), IMPLEMENTED)
+def test_api_spec_matches_kio_classes_and_headers(api_key, api_version):
+    spec = api_spec(api_key, api_version)
+    assert spec is not None
+    for payload_class in (spec.request_class, spec.response_class):
+        assert (payload_class.__api_key__, payload_class.__version__) == (api_key, api_version)
+        assert payload_class.__flexible__ == spec.flexible
+    assert spec.request_class.__header_schema__.__version__ == spec.request_header_version
+    assert spec.response_class.__header_schema__.__version__ == spec.response_header_version
+
+
+def test_api_versions_v3_is_the_only_flexible_version_advertised():
+    flexible = [(key, version) for key, version in IMPLEMENTED if api_spec(key, version).flexible]
+    assert flexible == [(ApiKey.API_VERSIONS, 3)]
+
+
+def test_api_versions_v3_uses_request_header_v2_and_response_header_v0():
+    spec = api_spec(ApiKey.API_VERSIONS, 3)
+    assert (spec.request_header_version, spec.response_header_version) == (2, 0)
+
+
+def test_first_flexible_version_is_just_above_the_advertised_range_for_all_but_api_versions():
+    for key, supported in SUPPORTED_VERSIONS.items():
+        if key != ApiKey.API_VERSIONS:
+            assert supported.first_flexible_version == supported.max_version + 1, ApiKey(key).name

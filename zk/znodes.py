@@ -1,0 +1,327 @@
+"""One model per znode: its path, how its payload is encoded and how it is decoded.
+
+The payloads are Kafka 2.x's (ZkData.scala): compact JSON with Kafka's key names, read in any key order
+because Scala's hash maps do not keep one. No ZooKeeper calls live here.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+
+class ZNodeDecodeError(ValueError):
+    """A znode holds bytes that are not the payload Kafka writes there."""
+
+    def __init__(self, path: str, data: bytes | None, reason: str) -> None:
+        shown = data[:200] if data else data
+        super().__init__(f"znode {path} holds {shown!r}, not a valid payload: {reason}")
+        self.path = path
+
+
+def _dumps(value: Any) -> bytes:
+    return json.dumps(value, separators=(",", ":")).encode()
+
+
+def _loads(path: str, data: bytes | None) -> Any:
+    if not data:
+        raise ZNodeDecodeError(path, data, "empty")
+    try:
+        return json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ZNodeDecodeError(path, data, str(exc)) from None
+
+
+def _validate(model: type[BaseModel], path: str, data: bytes | None) -> Any:
+    try:
+        return model.model_validate(_loads(path, data))
+    except ValidationError as exc:
+        raise ZNodeDecodeError(path, data, exc.errors()[0]["msg"]) from None
+
+
+def now_ms_string() -> str:
+    # Kafka writes timestamps in znodes as strings of epoch milliseconds.
+    return str(int(time.time() * 1000))
+
+
+class _Payload(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
+
+
+# --- /controller --------------------------------------------------------------------------------------
+
+
+class ControllerInfo(_Payload):
+    version: int = 1
+    brokerid: int
+    timestamp: str = Field(default_factory=now_ms_string)
+
+
+class ControllerZNode:
+    path = "/controller"
+
+    @staticmethod
+    def encode(broker_id: int) -> bytes:
+        return _dumps({"version": 1, "brokerid": broker_id, "timestamp": now_ms_string()})
+
+    @staticmethod
+    def decode(data: bytes | None) -> ControllerInfo:
+        return _validate(ControllerInfo, ControllerZNode.path, data)
+
+
+# --- /controller_epoch: a plain ASCII integer, not JSON -------------------------------------------------
+
+
+class ControllerEpochZNode:
+    path = "/controller_epoch"
+
+    @staticmethod
+    def encode(epoch: int) -> bytes:
+        return str(epoch).encode()
+
+    @staticmethod
+    def decode(data: bytes | None) -> int:
+        try:
+            return int((data or b"").decode().strip())
+        except (UnicodeDecodeError, ValueError):
+            raise ZNodeDecodeError(ControllerEpochZNode.path, data, "not an integer") from None
+
+
+# --- /brokers/ids/<id> -----------------------------------------------------------------------------------
+
+
+class BrokerRegistration(_Payload):
+    """Registration JSON v5 (Kafka 2.7+). The znode's czxid, not a field, is the broker epoch."""
+
+    version: int = 5
+    host: str | None = None
+    port: int = -1
+    jmx_port: int = -1
+    timestamp: str = Field(default_factory=now_ms_string)
+    endpoints: list[str] = Field(default_factory=list)
+    rack: str | None = None
+    listener_security_protocol_map: dict[str, str] = Field(default_factory=dict)
+    features: dict[str, Any] = Field(default_factory=dict)
+
+    def endpoint(self, listener_name: str) -> tuple[str, int] | None:
+        """host and port of the named listener, e.g. ("127.0.0.1", 9192) for CLUSTER."""
+        prefix = listener_name + "://"
+        for endpoint in self.endpoints:
+            if endpoint.startswith(prefix):
+                host, _, port = endpoint[len(prefix):].rpartition(":")
+                return host.strip("[]"), int(port)
+        return None
+
+
+class BrokerIdsZNode:
+    path = "/brokers/ids"
+
+
+class BrokerIdZNode:
+    @staticmethod
+    def path(broker_id: int) -> str:
+        return f"/brokers/ids/{broker_id}"
+
+    @staticmethod
+    def encode(registration: BrokerRegistration) -> bytes:
+        body = registration.model_dump()
+        if body["rack"] is None:
+            del body["rack"]  # Kafka writes "rack" only when broker.rack is set
+        return _dumps(body)
+
+    @staticmethod
+    def decode(broker_id: int, data: bytes | None) -> BrokerRegistration:
+        return _validate(BrokerRegistration, BrokerIdZNode.path(broker_id), data)
+
+
+# --- /brokers/topics/<topic> -----------------------------------------------------------------------------
+
+
+class TopicAssignment(_Payload):
+    """Replica assignment JSON v2 (2.4+). Partition keys are strings on the wire; the first replica is the
+    preferred leader."""
+
+    version: int = 2
+    partitions: dict[int, list[int]]
+    adding_replicas: dict[int, list[int]] = Field(default_factory=dict)
+    removing_replicas: dict[int, list[int]] = Field(default_factory=dict)
+
+
+class BrokerTopicsZNode:
+    path = "/brokers/topics"
+
+
+class TopicZNode:
+    @staticmethod
+    def path(topic: str) -> str:
+        return f"/brokers/topics/{topic}"
+
+    @staticmethod
+    def encode(assignment: dict[int, list[int]]) -> bytes:
+        return _dumps({
+            "version": 2,
+            "partitions": {str(p): list(r) for p, r in sorted(assignment.items())},
+            "adding_replicas": {},
+            "removing_replicas": {},
+        })
+
+    @staticmethod
+    def decode(topic: str, data: bytes | None) -> TopicAssignment:
+        return _validate(TopicAssignment, TopicZNode.path(topic), data)
+
+
+class TopicPartitionsZNode:
+    @staticmethod
+    def path(topic: str) -> str:
+        return f"/brokers/topics/{topic}/partitions"
+
+
+class TopicPartitionZNode:
+    @staticmethod
+    def path(topic: str, partition: int) -> str:
+        return f"/brokers/topics/{topic}/partitions/{partition}"
+
+
+# --- /brokers/topics/<t>/partitions/<p>/state ------------------------------------------------------------
+
+NO_LEADER = -1
+
+
+class LeaderIsrAndControllerEpoch(_Payload):
+    """The partition state. Its znode's stat version is the "zkVersion" every writer compares and sets."""
+
+    version: int = 1
+    leader: int
+    leader_epoch: int
+    isr: list[int]
+    controller_epoch: int
+
+    def with_changes(self, **changes: Any) -> LeaderIsrAndControllerEpoch:
+        return self.model_copy(update=changes)
+
+
+class TopicPartitionStateZNode:
+    @staticmethod
+    def path(topic: str, partition: int) -> str:
+        return f"/brokers/topics/{topic}/partitions/{partition}/state"
+
+    @staticmethod
+    def encode(state: LeaderIsrAndControllerEpoch) -> bytes:
+        return _dumps({
+            "controller_epoch": state.controller_epoch,
+            "leader": state.leader,
+            "version": 1,
+            "leader_epoch": state.leader_epoch,
+            "isr": list(state.isr),
+        })
+
+    @staticmethod
+    def decode(topic: str, partition: int, data: bytes | None) -> LeaderIsrAndControllerEpoch:
+        return _validate(LeaderIsrAndControllerEpoch, TopicPartitionStateZNode.path(topic, partition), data)
+
+
+# --- /isr_change_notification/isr_change_<seq> -----------------------------------------------------------
+
+
+class _TopicPartitionRef(_Payload):
+    topic: str
+    partition: int
+
+
+class IsrChangeNotification(_Payload):
+    version: int = 1
+    partitions: list[_TopicPartitionRef]
+
+
+class IsrChangeNotificationZNode:
+    path = "/isr_change_notification"
+    # persistent-sequential: ZooKeeper appends a 10-digit counter to this prefix
+    prefix = "/isr_change_notification/isr_change_"
+
+    @staticmethod
+    def encode(partitions: list[tuple[str, int]]) -> bytes:
+        return _dumps({"version": 1, "partitions": [{"topic": t, "partition": p} for t, p in partitions]})
+
+    @staticmethod
+    def decode(path: str, data: bytes | None) -> list[tuple[str, int]]:
+        note = _validate(IsrChangeNotification, path, data)
+        return [(ref.topic, ref.partition) for ref in note.partitions]
+
+
+# --- /admin/delete_topics/<topic> ------------------------------------------------------------------------
+
+
+class DeleteTopicsZNode:
+    path = "/admin/delete_topics"
+
+
+class DeleteTopicsTopicZNode:
+    """Holds no data: its existence is the request to delete the topic."""
+
+    @staticmethod
+    def path(topic: str) -> str:
+        return f"/admin/delete_topics/{topic}"
+
+
+# --- /config/topics/<topic> ------------------------------------------------------------------------------
+
+
+class ConfigEntity(_Payload):
+    version: int = 1
+    config: dict[str, str] = Field(default_factory=dict)
+
+
+class TopicConfigZNode:
+    @staticmethod
+    def path(topic: str) -> str:
+        return f"/config/topics/{topic}"
+
+    @staticmethod
+    def encode(config: dict[str, str]) -> bytes:
+        return _dumps({"version": 1, "config": {k: str(v) for k, v in config.items()}})
+
+    @staticmethod
+    def decode(topic: str, data: bytes | None) -> dict[str, str]:
+        return dict(_validate(ConfigEntity, TopicConfigZNode.path(topic), data).config)
+
+
+# --- /cluster/id: note "version" is a string here -----------------------------------------------------------
+
+
+class ClusterIdInfo(_Payload):
+    version: str = "1"
+    id: str
+
+
+class ClusterIdZNode:
+    path = "/cluster/id"
+
+    @staticmethod
+    def encode(cluster_id: str) -> bytes:
+        return _dumps({"version": "1", "id": cluster_id})
+
+    @staticmethod
+    def decode(data: bytes | None) -> str:
+        return _validate(ClusterIdInfo, ClusterIdZNode.path, data).id
+
+
+# Persistent paths every broker creates at start-up when absent (KafkaZkClient.createTopLevelPaths).
+PERSISTENT_PATHS = (
+    "/consumers",
+    BrokerIdsZNode.path,
+    BrokerTopicsZNode.path,
+    "/config/changes",
+    DeleteTopicsZNode.path,
+    "/brokers/seqid",
+    IsrChangeNotificationZNode.path,
+    "/latest_producer_id_block",
+    "/log_dir_event_notification",
+    "/config/topics",
+    "/config/clients",
+    "/config/users",
+    "/config/brokers",
+    "/config/ips",
+)
