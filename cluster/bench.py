@@ -14,25 +14,17 @@ from pathlib import Path
 from cluster.admin import create_topic, read_cluster_state
 from cluster.lifecycle import down, up
 from cluster.processes import ClusterLayout, ClusterSpec
-from zk.client import ZkClient
+from zk.client import connected
 
 
 async def _state(connect: str, topics: list[str] | None = None):
-    zk = ZkClient(connect, session_timeout_ms=6000)
-    await zk.start(say=lambda _: None)
-    try:
+    async with connected(connect) as zk:
         return await read_cluster_state(zk, topics)
-    finally:
-        await zk.close()
 
 
 async def _create(connect: str, name: str) -> None:
-    zk = ZkClient(connect, session_timeout_ms=6000)
-    await zk.start(say=lambda _: None)
-    try:
+    async with connected(connect) as zk:
         await create_topic(zk, name, 3, 3)
-    finally:
-        await zk.close()
 
 
 def _rss_mb(pid: int) -> float:

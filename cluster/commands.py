@@ -3,26 +3,28 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 from cluster.admin import AdminError, ClusterState, create_topic, delete_topic, read_cluster_state
 from cluster.processes import ClusterError, ClusterLayout, ClusterSpec
 from controller.assignment import InvalidPartitionsError, InvalidReplicationFactorError, InvalidTopicError
-from zk.client import ZkClient, ZkUnavailableError
+from zk.client import ZkClient, ZkUnavailableError, connected
 
 
-async def _zk(connect: str) -> ZkClient:
-    zk = ZkClient(connect, session_timeout_ms=6000, connection_timeout_ms=5000)
+@contextlib.asynccontextmanager
+async def _zk(connect: str) -> AsyncIterator[ZkClient]:
     try:
-        await zk.start(say=lambda _: None)
+        async with connected(connect) as zk:
+            yield zk
     except ZkUnavailableError as exc:
         raise ClusterError(f"{exc} (is the cluster up? 'kafkasim up')") from None
-    return zk
 
 
 def run_broker_command(config_path: Path, overrides: dict[str, str], zookeeper: str | None) -> int:
@@ -96,46 +98,36 @@ def print_state(state: ClusterState, as_json: bool, brokers: bool = True) -> Non
 
 
 async def status(zk_connect: str, as_json: bool) -> int:
-    zk = await _zk(zk_connect)
-    try:
+    async with _zk(zk_connect) as zk:
         print_state(await read_cluster_state(zk), as_json)
-    finally:
-        await zk.close()
     return 0
 
 
 async def topic_create(zk_connect: str, name: str, partitions: int, replication_factor: int,
                        config: dict[str, str]) -> int:
-    zk = await _zk(zk_connect)
-    try:
-        assignment = await create_topic(zk, name, partitions, replication_factor, config)
-    except (AdminError, InvalidTopicError, InvalidReplicationFactorError, InvalidPartitionsError) as exc:
-        raise ClusterError(str(exc)) from None
-    finally:
-        await zk.close()
+    async with _zk(zk_connect) as zk:
+        try:
+            assignment = await create_topic(zk, name, partitions, replication_factor, config)
+        except (AdminError, InvalidTopicError, InvalidReplicationFactorError, InvalidPartitionsError) as exc:
+            raise ClusterError(str(exc)) from None
     print(f"created topic {name}: " + ", ".join(f"{p}:[{_replicas(r)}]" for p, r in assignment.items()))
     return 0
 
 
 async def topic_describe(zk_connect: str, name: str | None, as_json: bool) -> int:
-    zk = await _zk(zk_connect)
-    try:
+    async with _zk(zk_connect) as zk:
         if name is not None and await zk.exists(f"/brokers/topics/{name}") is None:
             raise ClusterError(f"topic {name!r} does not exist")
         print_state(await read_cluster_state(zk, [name] if name else None), as_json, brokers=False)
-    finally:
-        await zk.close()
     return 0
 
 
 async def topic_delete(zk_connect: str, name: str) -> int:
-    zk = await _zk(zk_connect)
-    try:
-        await delete_topic(zk, name)
-    except AdminError as exc:
-        raise ClusterError(str(exc)) from None
-    finally:
-        await zk.close()
+    async with _zk(zk_connect) as zk:
+        try:
+            await delete_topic(zk, name)
+        except AdminError as exc:
+            raise ClusterError(str(exc)) from None
     print(f"topic {name} marked for deletion")
     return 0
 
@@ -144,8 +136,7 @@ async def resolve_target(spec: ClusterSpec, broker_id: int | None, controller: b
     if broker_id is not None:
         spec.broker(broker_id)
         return broker_id
-    zk = await _zk(spec.zookeeper)
-    try:
+    async with _zk(spec.zookeeper) as zk:
         if controller:
             state = await read_cluster_state(zk, topics=[])
             if state.controller_id < 0:
@@ -161,8 +152,6 @@ async def resolve_target(spec: ClusterSpec, broker_id: int | None, controller: b
         if view.leader < 0:
             raise ClusterError(f"partition {topic}/{partition} has no leader right now")
         return view.leader
-    finally:
-        await zk.close()
 
 
 async def kill(data_dir: Path, spec: ClusterSpec, broker_id: int | None, controller: bool, leader_of: str | None,

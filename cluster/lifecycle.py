@@ -21,7 +21,7 @@ from cluster.processes import (
     stop_process,
     write_properties,
 )
-from zk.client import ZkClient
+from zk.client import ZkClient, connected
 
 Say = Callable[[str], None]
 
@@ -133,9 +133,5 @@ def down(data_dir: Path, say: Say = print, timeout_s: float = 60.0) -> None:
 
 
 async def _controller_id(zk_connect: str) -> int:
-    zk = ZkClient(zk_connect, session_timeout_ms=4000, connection_timeout_ms=3000)
-    await zk.start(say=lambda _: None)
-    try:
+    async with connected(zk_connect, connection_timeout_ms=3000) as zk:
         return (await read_cluster_state(zk, topics=[])).controller_id
-    finally:
-        await zk.close()

@@ -18,7 +18,7 @@ from cluster.admin import ClusterState, read_cluster_state
 from cluster.lifecycle import up, wait_for_cluster
 from cluster.processes import ClusterLayout, ClusterSpec, spawn_broker
 from traces.events import parse_line
-from zk.client import ZkClient
+from zk.client import ZkClient, connected
 
 T = TypeVar("T")
 
@@ -40,12 +40,8 @@ def wait_until(condition: Callable[[], T], timeout_s: float, what: str, interval
 
 def zk_call(connect: str, fn: Callable[[ZkClient], Any]) -> Any:
     async def run() -> Any:
-        zk = ZkClient(connect, session_timeout_ms=6000, connection_timeout_ms=10000)
-        await zk.start(say=lambda _: None)
-        try:
+        async with connected(connect, connection_timeout_ms=10000) as zk:
             return await fn(zk)
-        finally:
-            await zk.close()
 
     return asyncio.run(run())
 

@@ -7,9 +7,10 @@ kazoo runs its own thread. Every result and every watch is handed to the owning 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import sys
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
@@ -34,6 +35,7 @@ __all__ = [
     "ZkClient",
     "ZkUnavailableError",
     "ZnodeStat",
+    "connected",
 ]
 
 
@@ -86,6 +88,18 @@ class MultiOpError(Exception):
         self.failed_index = failed_index
         self.cause = cause
         self.ops = ops
+
+
+@contextlib.asynccontextmanager
+async def connected(connect: str, session_timeout_ms: int = 6000, connection_timeout_ms: int = 5000,
+                    say: Callable[[str], None] | None = None) -> AsyncIterator[ZkClient]:
+    """A short-lived session for tools and tests: start, use, close."""
+    zk = ZkClient(connect, session_timeout_ms, connection_timeout_ms)
+    await zk.start(say=say or (lambda _: None))
+    try:
+        yield zk
+    finally:
+        await zk.close()
 
 
 def split_chroot(connect: str) -> tuple[str, str]:

@@ -8,6 +8,7 @@ from kazoo.exceptions import BadVersionError, NoNodeError
 
 from controller.zk_writes import ControllerMovedError, FencedZkWriter
 from zk.client import CheckOp, CreateOp, MultiOpError, SetDataOp, ZkClient, ZkUnavailableError
+from tests.harness import zk_call
 from zk.server import free_port
 from zk.znodes import LeaderIsrAndControllerEpoch, TopicPartitionStateZNode
 
@@ -15,14 +16,7 @@ pytestmark = pytest.mark.processes
 
 
 def run(zk_connect, body):
-    async def main():
-        zk = ZkClient(zk_connect, session_timeout_ms=4000)
-        await zk.start(say=lambda _: None)
-        try:
-            return await body(zk)
-        finally:
-            await zk.close()
-    return asyncio.run(main())
+    return zk_call(zk_connect, body)
 
 
 def test_chroot_is_created_and_conditional_writes_check_the_version(zk_connect):
