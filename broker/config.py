@@ -24,6 +24,15 @@ PROFILES: dict[str, dict[str, str]] = {
 }
 
 
+# Broker-level names of the log settings; LogConfig maps them to the topic-level ones.
+LOG_PROPERTY_NAMES = (
+    "log.segment.bytes", "log.roll.ms", "log.roll.hours", "log.index.size.max.bytes", "log.index.interval.bytes",
+    "log.retention.ms", "log.retention.minutes", "log.retention.hours", "log.retention.bytes",
+    "log.flush.interval.messages", "log.flush.interval.ms", "message.max.bytes", "log.message.timestamp.type",
+    "log.message.timestamp.difference.max.ms", "log.segment.delete.delay.ms", "kafkasim.log.simulate.unflushed.loss",
+)
+
+
 class ConfigError(ValueError):
     """The configuration cannot be used; the message says which property and what to do."""
 
@@ -174,7 +183,11 @@ class KafkaConfig(BaseModel):
         profile = props.get("kafkasim.profile", "kafka")
         merged = {**PROFILES.get(profile, {}), **props}
         try:
-            return cls.model_validate(merged)
+            config = cls.model_validate(merged)
+            from broker.log.config import LogConfig
+
+            LogConfig.from_broker_properties(config.model_extra or {})  # log.* settings fail here, not later
+            return config
         except ValidationError as exc:
             problems = []
             for error in exc.errors():
@@ -197,7 +210,10 @@ class KafkaConfig(BaseModel):
         lines = [f"kafkasim broker {self.broker_id}, profile {self.profile}"]
         for key, value in PROFILES[self.profile].items():
             lines.append(f"  profile sets {key}={value}")
-        for key in self.unknown_properties:
+        from broker.log.config import LogConfig
+
+        log_keys = {f.alias for f in LogConfig.model_fields.values()} | set(LOG_PROPERTY_NAMES)
+        for key in (k for k in self.unknown_properties if k not in log_keys):
             lines.append(f"  warning: the configuration {key} was supplied but isn't a known config")
         return "\n".join(lines)
 

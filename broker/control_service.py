@@ -25,7 +25,7 @@ class ControlPlaneService(ControlPlaneServicer):
                                error_code=error_code)
 
     async def LeaderAndIsr(self, request: pb.LeaderAndIsrRequest, context) -> pb.LeaderAndIsrResponse:
-        response = self.server.replica_manager.become_leader_or_follower(request)
+        response = await self.server.apply_leader_and_isr(request)
         self._trace("LeaderAndIsr", request, len(request.partition_states), response.error_code)
         return response
 
@@ -35,7 +35,7 @@ class ControlPlaneService(ControlPlaneServicer):
         return pb.UpdateMetadataResponse(error_code=error.value)
 
     async def StopReplica(self, request: pb.StopReplicaRequest, context) -> pb.StopReplicaResponse:
-        response = self.server.replica_manager.stop_replicas(request)
+        response = self.server.apply_stop_replica(request)
         self._trace("StopReplica", request, len(request.partitions), response.error_code)
         return response
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import time
 import uuid
+from collections.abc import Callable
 
 from kazoo.exceptions import NodeExistsError
 
@@ -47,22 +50,36 @@ async def get_or_create_cluster_id(zk: ZkClient) -> str:
     return ClusterIdZNode.decode(data)
 
 
-async def register_broker(zk: ZkClient, broker_id: int, registration: BrokerRegistration) -> int:
-    """Creates the ephemeral /brokers/ids/<id>; returns its czxid, which is the broker epoch."""
+async def register_broker(zk: ZkClient, broker_id: int, registration: BrokerRegistration,
+                          wait_for_stale_s: float = 0.0, say: Callable[[str], None] = print) -> int:
+    """Creates the ephemeral /brokers/ids/<id>; returns its czxid, which is the broker epoch.
+
+    A registration held by another session may belong to this broker's previous, killed process: it
+    disappears when that session expires, so it is waited for (up to ``wait_for_stale_s``) before the
+    broker id is declared in use.
+    """
     path = BrokerIdZNode.path(broker_id)
-    try:
-        # create + setData in one multi-op, as Kafka does, so the znode's version is 1 from the start
-        await zk.multi([CreateOp(path, b"", ephemeral=True),
-                        SetDataOp(path, BrokerIdZNode.encode(registration), 0)])
-    except MultiOpError as exc:
-        if isinstance(exc.cause, NodeExistsError):
-            _, stat = await zk.get(path)
-            if stat.ephemeralOwner != zk.session_id:
-                raise BrokerIdInUseError(
-                    f"broker.id {broker_id} is already registered in ZooKeeper by another broker "
-                    f"(session 0x{stat.ephemeralOwner:x}): give this broker another broker.id, or stop the other "
-                    "one") from None
-        else:
-            raise exc.cause from None
+    deadline = time.monotonic() + wait_for_stale_s
+    while True:
+        try:
+            # create + setData in one multi-op, as Kafka does, so the znode's version is 1 from the start
+            await zk.multi([CreateOp(path, b"", ephemeral=True),
+                            SetDataOp(path, BrokerIdZNode.encode(registration), 0)])
+            break
+        except MultiOpError as exc:
+            if not isinstance(exc.cause, NodeExistsError):
+                raise exc.cause from None
+        _, stat = await zk.get_or_none(path)
+        if stat is not None and stat.ephemeralOwner == zk.session_id:
+            break
+        if stat is not None and time.monotonic() >= deadline:
+            raise BrokerIdInUseError(
+                f"broker.id {broker_id} is already registered in ZooKeeper by another broker "
+                f"(session 0x{stat.ephemeralOwner:x}) that stayed alive for {wait_for_stale_s:.0f} s: give this "
+                "broker another broker.id, or stop the other one")
+        if stat is not None:
+            say(f"broker.id {broker_id} is still registered by session 0x{stat.ephemeralOwner:x}; waiting for it "
+                "to expire (a previous process of this broker?)")
+            await asyncio.sleep(0.2)
     _, stat = await zk.get(path)
     return stat.czxid

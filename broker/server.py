@@ -13,6 +13,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.config import KafkaConfig, Listener
 from broker.control_service import AdminService, ControlPlaneService
+from broker.log_service import LogDirectoryError, LogService
 from broker.metadata_cache import MetadataCache
 from broker.registration import (
     create_top_level_paths,
@@ -59,6 +60,7 @@ class KafkaServer:
         self.zk = ZkClient(config.zookeeper_connect, config.zookeeper_session_timeout_ms,
                            config.zookeeper_connection_timeout_ms)
         self.replica_manager = ReplicaManager(config.broker_id, self._on_role_change)
+        self.log_service = LogService(config.model_extra or {}, config.all_log_dirs, self.zk)
         self.metadata_cache = MetadataCache()
         self.controller: KafkaController | None = None
         self.cluster_id: str | None = None
@@ -72,8 +74,7 @@ class KafkaServer:
     async def startup(self) -> None:
         for listener in self.config.bound_listeners:
             check_port_free(listener)
-        for log_dir in self.config.all_log_dirs:
-            log_dir.mkdir(parents=True, exist_ok=True)
+        self.log_service.startup()
         await self._start_cluster_plane()
         await self._start_client_listeners()
         self.zk.add_session_listener(self._on_session_event)
@@ -122,7 +123,10 @@ class KafkaServer:
         writer.close()
 
     async def _register(self) -> None:
-        epoch = await register_broker(self.zk, self.broker_id, self._registration)
+        # a previous process of this broker may still hold the registration until its session expires
+        epoch = await register_broker(self.zk, self.broker_id, self._registration,
+                                      wait_for_stale_s=self.config.zookeeper_session_timeout_ms / 1000 + 1,
+                                      say=lambda msg: log.warning("%s", msg))
         self.replica_manager.broker_epoch = epoch
         self.trace.emit(te.BrokerRegistered, broker_epoch=epoch, endpoints=self._registration.endpoints)
 
@@ -148,6 +152,21 @@ class KafkaServer:
             self.controller.put(controller_events.RegisterBrokerAndReelect())
 
     # --- replica roles ------------------------------------------------------------------------------------
+
+    async def apply_leader_and_isr(self, request: pb.LeaderAndIsrRequest) -> pb.LeaderAndIsrResponse:
+        response = self.replica_manager.become_leader_or_follower(request)
+        for error in response.partition_errors:
+            state = self.replica_manager.partitions.get((error.topic, error.partition))
+            if error.error_code == 0 and state is not None:
+                await self.log_service.ensure_log(state, state.is_leader(self.broker_id))
+        return response
+
+    def apply_stop_replica(self, request: pb.StopReplicaRequest) -> pb.StopReplicaResponse:
+        response = self.replica_manager.stop_replicas(request)
+        for part, error in zip(request.partitions, response.partition_errors, strict=False):
+            if part.delete_partition and error.error_code == 0:
+                self.log_service.delete((part.topic, part.partition))
+        return response
 
     def _on_role_change(self, state: ReplicaState | None, tp: TopicPartition, role: str) -> None:
         self.trace.emit(te.ReplicaRoleChanged, topic=tp[0], partition=tp[1], role=role,
@@ -211,6 +230,7 @@ class KafkaServer:
             await self.controller.stop()
         for server in self._client_servers:
             server.close()
+        await self.log_service.shutdown()
         await self.zk.close()
         if self._grpc_server is not None:
             await self._grpc_server.stop(grace=0.5)
@@ -225,6 +245,9 @@ async def run_broker(config: KafkaConfig) -> int:
         loop.add_signal_handler(signum, server.request_stop)
     try:
         await server.startup()
+    except LogDirectoryError as exc:
+        server.trace.close()
+        raise StartupError(str(exc)) from None
     except Exception:
         server.trace.close()
         raise

@@ -34,8 +34,9 @@ def _tail(path: Path, lines: int = 15) -> str:
 
 
 async def wait_for_cluster(zk_connect: str, broker_ids: list[int], layout: ClusterLayout | None = None,
-                           timeout_s: float = 60.0) -> tuple[int, int]:
-    """Waits until every broker is registered and a controller is elected; returns (controller, epoch)."""
+                           timeout_s: float = 60.0, newer_than: dict[int, int] | None = None) -> tuple[int, int]:
+    """Waits until every broker is registered (with a broker epoch above ``newer_than``'s, for restarts)
+    and a controller is elected; returns (controller, epoch)."""
     zk = ZkClient(zk_connect, session_timeout_ms=10000, connection_timeout_ms=int(timeout_s * 1000))
     await zk.start()
     try:
@@ -43,11 +44,12 @@ async def wait_for_cluster(zk_connect: str, broker_ids: list[int], layout: Clust
         while True:
             state = await read_cluster_state(zk, topics=[])
             registered = {b.broker_id for b in state.brokers}
-            if set(broker_ids) <= registered and state.controller_id in registered:
+            fresh = {b.broker_id for b in state.brokers if b.broker_epoch > (newer_than or {}).get(b.broker_id, -1)}
+            if set(broker_ids) <= fresh and state.controller_id in registered:
                 return state.controller_id, state.controller_epoch
             if layout is not None:
                 for broker_id in broker_ids:
-                    if broker_id not in registered and layout.broker_pid(broker_id).read() is None:
+                    if broker_id not in fresh and layout.broker_pid(broker_id).read() is None:
                         raise ClusterError(f"broker {broker_id} exited during start-up; the end of its log "
                                            f"({layout.broker_log(broker_id)}):\n"
                                            f"{_tail(layout.broker_log(broker_id))}")
@@ -106,9 +108,10 @@ def start_broker(data_dir: Path, broker_id: int, wait: bool = True, say: Say = p
     layout = ClusterLayout(data_dir)
     spec = layout.load()
     spec.broker(broker_id)
+    previous = asyncio.run(_broker_epochs(spec.zookeeper))
     pid = spawn_broker(layout, broker_id)
     if wait:
-        asyncio.run(wait_for_cluster(spec.zookeeper, [broker_id], layout))
+        asyncio.run(wait_for_cluster(spec.zookeeper, [broker_id], layout, newer_than=previous))
     say(f"broker {broker_id} started (pid {pid})")
     return pid
 
@@ -130,6 +133,11 @@ def down(data_dir: Path, say: Say = print, timeout_s: float = 60.0) -> None:
             say(f"broker {broker_id} stopped")
     if not spec.external_zookeeper and stop_process(layout.zookeeper_pid(), 10.0):
         say("ZooKeeper stopped")
+
+
+async def _broker_epochs(zk_connect: str) -> dict[int, int]:
+    async with connected(zk_connect) as zk:
+        return {b.broker_id: b.broker_epoch for b in (await read_cluster_state(zk, topics=[])).brokers}
 
 
 async def _controller_id(zk_connect: str) -> int:

@@ -86,8 +86,9 @@ class RunningCluster:
         wait_until(lambda: self.pid(broker_id) is None, 10, f"broker {broker_id} to die")
 
     def start(self, broker_id: int) -> None:
+        previous = {b.broker_id: b.broker_epoch for b in self.state(topics=[]).brokers}
         spawn_broker(self.layout, broker_id)
-        asyncio.run(wait_for_cluster(self.zk_connect, [broker_id], self.layout, timeout_s=60))
+        asyncio.run(wait_for_cluster(self.zk_connect, [broker_id], self.layout, timeout_s=60, newer_than=previous))
 
     def traces(self, broker_id: int) -> list:
         return read_traces(self.layout.trace_file(broker_id))

@@ -111,8 +111,8 @@ def test_a_paused_controller_is_fenced_and_resigns(cluster):
     cluster.signal(old, signal.SIGSTOP)
     try:
         state = wait_until(lambda: (s := cluster.state(["paused"])).controller_id not in (-1, old)
-                           and all(p.leader not in (-1, old) for p in s.partitions) and s,
-                           SESSION_S + 20, "a new controller while the old one is paused")
+                           and all(p.leader not in (-1, old) and old not in p.isr for p in s.partitions) and s,
+                           SESSION_S + 20, "a new controller and new leaders while the old one is paused")
     finally:
         cluster.signal(old, signal.SIGCONT)
     assert state.controller_epoch == 2

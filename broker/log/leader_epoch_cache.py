@@ -1,0 +1,119 @@
+"""LeaderEpochFileCache: which leader epoch began at which offset, persisted on every change."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from broker.log.checkpoint import EpochEntry, LeaderEpochCheckpointFile
+
+log = logging.getLogger(__name__)
+
+UNDEFINED_EPOCH = -1
+UNDEFINED_EPOCH_OFFSET = -1
+
+
+class LeaderEpochFileCache:
+    """Entries (epoch, start offset), strictly increasing in both columns.
+
+    ``log_end_offset`` is read when answering for the latest epoch, as Kafka's cache reads the log's.
+    The truncation *policies* that use this cache (KIP-101/279) live with the replica fetcher.
+    """
+
+    def __init__(
+        self,
+        checkpoint: LeaderEpochCheckpointFile | None,
+        log_end_offset: Callable[[], int],
+        entries: list[EpochEntry] | None = None,
+    ) -> None:
+        self._checkpoint = checkpoint
+        self._log_end_offset = log_end_offset
+        self._entries: list[EpochEntry] = list(entries or [])
+
+    @classmethod
+    def load(cls, checkpoint: LeaderEpochCheckpointFile, log_end_offset: Callable[[], int]) -> LeaderEpochFileCache:
+        """The cache as last checkpointed. Raises CorruptCheckpointError."""
+        return cls(checkpoint, log_end_offset, checkpoint.read())
+
+    @property
+    def entries(self) -> list[EpochEntry]:
+        return list(self._entries)
+
+    @property
+    def latest_epoch(self) -> int | None:
+        return self._entries[-1].epoch if self._entries else None
+
+    @property
+    def earliest_entry(self) -> EpochEntry | None:
+        return self._entries[0] if self._entries else None
+
+    def assign(self, epoch: int, start_offset: int) -> bool:
+        """Record that ``epoch`` starts at ``start_offset``; returns whether the cache changed.
+
+        Kafka's rule: nothing to do if it is the latest epoch and does not start earlier; otherwise
+        first drop every entry from the end whose epoch or start offset is not below the new one.
+        """
+        if epoch < 0 or start_offset < 0:
+            raise ValueError(f"cannot assign epoch {epoch} at offset {start_offset}")
+        if self._entries:
+            latest = self._entries[-1]
+            if epoch == latest.epoch and start_offset >= latest.start_offset:
+                return False
+        while self._entries and (self._entries[-1].epoch >= epoch or self._entries[-1].start_offset >= start_offset):
+            removed = self._entries.pop()
+            log.info("leader epoch cache: dropped %s, superseded by epoch %d at %d", removed, epoch, start_offset)
+        self._entries.append(EpochEntry(epoch, start_offset))
+        self._flush()
+        return True
+
+    def end_offset_for(self, requested_epoch: int) -> tuple[int, int]:
+        """(epoch, end offset) as an OffsetsForLeaderEpoch response carries them (KIP-279).
+
+        The end offset of an epoch is the start offset of the next larger epoch, or the log end
+        offset for the latest epoch; a request older than every entry gets the first start offset.
+        """
+        if requested_epoch == UNDEFINED_EPOCH or not self._entries:
+            return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        if requested_epoch == self._entries[-1].epoch:
+            return requested_epoch, self._log_end_offset()
+        higher = next((e for e in self._entries if e.epoch > requested_epoch), None)
+        if higher is None:
+            return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        floor = [e for e in self._entries if e.epoch <= requested_epoch]
+        if not floor:
+            return requested_epoch, higher.start_offset
+        return floor[-1].epoch, higher.start_offset
+
+    def epoch_for_offset(self, offset: int) -> int | None:
+        """The epoch whose range holds ``offset`` (for ListOffsets answers), if known."""
+        found = None
+        for entry in self._entries:
+            if entry.start_offset > offset:
+                break
+            found = entry.epoch
+        return found
+
+    def truncate_from_end(self, end_offset: int) -> None:
+        """Drop entries starting at or after ``end_offset`` (the log was truncated there)."""
+        keep = [e for e in self._entries if e.start_offset < end_offset]
+        if len(keep) != len(self._entries):
+            self._entries = keep
+            self._flush()
+
+    def truncate_from_start(self, start_offset: int) -> None:
+        """Drop entries starting at or before ``start_offset``; the last dropped epoch now starts there."""
+        dropped = [e for e in self._entries if e.start_offset <= start_offset]
+        if not dropped or (len(dropped) == 1 and dropped[0].start_offset == start_offset):
+            return
+        self._entries = [EpochEntry(dropped[-1].epoch, start_offset)] + [
+            e for e in self._entries if e.start_offset > start_offset
+        ]
+        self._flush()
+
+    def clear_and_flush(self) -> None:
+        self._entries = []
+        self._flush()
+
+    def _flush(self) -> None:
+        if self._checkpoint is not None:
+            self._checkpoint.write(self._entries)

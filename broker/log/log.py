@@ -1,0 +1,604 @@
+"""Log: one partition replica's segments — append, read, truncate, retain, flush."""
+
+from __future__ import annotations
+
+import logging
+import re
+import shutil
+from bisect import bisect_right
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
+
+from kio.schema.errors import ErrorCode
+
+from broker.log.checkpoint import (
+    LEADER_EPOCH_CHECKPOINT,
+    LeaderEpochCheckpointFile,
+    OffsetCheckpointFile,
+    fsync_directory,
+)
+from broker.log.config import LogConfig, TimestampType
+from broker.log.errors import (
+    CorruptCheckpointError,
+    InvalidRecordBatchError,
+    OffsetOutOfRangeError,
+    UnexpectedAppendOffsetError,
+)
+from broker.log.file_records import FileRegion, scan_batch_headers
+from broker.log.leader_epoch_cache import LeaderEpochFileCache
+from broker.log.log_loader import load_segments
+from broker.log.record_batch import (
+    NO_TIMESTAMP,
+    BatchHeader,
+    assign_offset_and_epoch,
+    check_client_batch,
+    parse_header,
+    set_log_append_time,
+    split_record_set,
+)
+from broker.log.retention import deletable_segments
+from broker.log.segment import LogSegment
+
+log = logging.getLogger(__name__)
+
+Clock = Callable[[], int]  # milliseconds
+
+FLUSHED_OFFSET_CHECKPOINT = "kafkasim-flushed-offset-checkpoint"
+EARLIEST_TIMESTAMP = -2  # ListOffsets sentinels
+LATEST_TIMESTAMP = -1
+
+_PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
+
+
+def parse_topic_partition(directory_name: str) -> tuple[str, int]:
+    """``<topic>-<partition>`` as Kafka names partition directories."""
+    match = _PARTITION_DIR.match(directory_name)
+    if match is None:
+        raise ValueError(f"{directory_name!r} is not a partition directory name (<topic>-<partition>)")
+    return match.group(1), int(match.group(2))
+
+
+@dataclass(frozen=True, slots=True)
+class LogAppendInfo:
+    """What an append did; the Produce response and the replica manager read it."""
+
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    log_append_time: int  # -1 unless the topic uses LogAppendTime
+    log_start_offset: int
+    valid_bytes: int
+    batch_count: int
+
+    @property
+    def record_count(self) -> int:
+        return self.last_offset - self.first_offset + 1
+
+
+class TimestampAndOffset(NamedTuple):
+    timestamp: int
+    offset: int
+    leader_epoch: int | None
+
+
+class Log:
+    """A partition replica's log in ``<log dir>/<topic>-<partition>``. Not thread-safe: one owner.
+
+    Offsets: ``log_start_offset`` <= every readable offset < ``log_end_offset`` (LEO). The
+    ``recovery_point`` is the offset below which everything has been fsynced.
+    """
+
+    def __init__(
+        self,
+        directory: Path,
+        config: LogConfig,
+        clock: Clock,
+        segments: list[LogSegment],
+        *,
+        leader_epoch_cache: LeaderEpochFileCache,
+        log_start_offset: int,
+        recovery_point: int,
+    ) -> None:
+        self.directory = directory
+        self.topic, self.partition = parse_topic_partition(directory.name)
+        self.config = config
+        self._clock = clock
+        self._segments = segments
+        self._bases = [s.base_offset for s in segments]
+        self._log_start_offset = log_start_offset
+        self._log_end_offset = segments[-1].next_offset
+        self._recovery_point = min(recovery_point, self._log_end_offset)
+        self._last_flush_ms = clock()
+        self._pending_deletes: list[tuple[int, LogSegment]] = []
+        self._directory_dirty = False
+        self._flushed_offset_file = OffsetCheckpointFile(directory / FLUSHED_OFFSET_CHECKPOINT)
+        self._flushed_offset = self._recovery_point
+        self.leader_epoch_cache = leader_epoch_cache
+
+    # ----------------------------------------------------------------------------------------- open
+
+    @classmethod
+    def open(
+        cls,
+        directory: Path,
+        config: LogConfig,
+        *,
+        clock: Clock,
+        log_start_offset: int = 0,
+        recovery_point: int = 0,
+        had_clean_shutdown: bool = False,
+    ) -> Log:
+        """Open (or create) the partition directory; recover it if the last shutdown was not clean."""
+        parse_topic_partition(directory.name)
+        directory.mkdir(parents=True, exist_ok=True)
+        now = clock()
+        opened: list[Log] = []
+        epoch_checkpoint = LeaderEpochCheckpointFile(directory / LEADER_EPOCH_CHECKPOINT)
+        try:
+            epoch_entries, rebuild_epochs = epoch_checkpoint.read(), False
+        except CorruptCheckpointError as e:
+            log.error("%s; rebuilding the leader epoch cache from the batch headers", e)
+            epoch_entries, rebuild_epochs = [], True
+        epochs = LeaderEpochFileCache(
+            epoch_checkpoint, lambda: opened[0].log_end_offset if opened else 0, epoch_entries
+        )
+
+        def assign_recovered_epoch(epoch: int, start_offset: int) -> None:
+            # Kafka's recovery only records epochs newer than the cache already knows.
+            if epochs.latest_epoch is None or epoch > epochs.latest_epoch:
+                epochs.assign(epoch, start_offset)
+
+        segments = load_segments(
+            directory,
+            config,
+            now,
+            recovery_point=recovery_point,
+            had_clean_shutdown=had_clean_shutdown,
+            assign_epoch=assign_recovered_epoch,
+        )
+        if rebuild_epochs:
+            epochs.clear_and_flush()
+            for segment in segments:
+                for _, header in scan_batch_headers(segment.fd, 0, segment.size):
+                    if header.partition_leader_epoch >= 0:
+                        assign_recovered_epoch(header.partition_leader_epoch, header.base_offset)
+        if segments:
+            log_start_offset = max(log_start_offset, segments[0].base_offset)
+            if segments[-1].next_offset < log_start_offset:
+                log.warning(
+                    "%s: log end is below the log start offset %d; starting empty",
+                    directory,
+                    log_start_offset,
+                )
+                for segment in segments:
+                    segment.delete()
+                segments = []
+        if not segments:
+            segments = [LogSegment.create(directory, log_start_offset, config, now)]
+        leo = segments[-1].next_offset
+        instance = cls(
+            directory,
+            config,
+            clock,
+            segments,
+            leader_epoch_cache=epochs,
+            log_start_offset=log_start_offset,
+            recovery_point=leo if had_clean_shutdown else recovery_point,
+        )
+        opened.append(instance)
+        epochs.truncate_from_end(leo)
+        epochs.truncate_from_start(log_start_offset)
+        if config.simulate_unflushed_loss and not had_clean_shutdown:
+            instance._lose_unflushed_tail()
+        return instance
+
+    def _lose_unflushed_tail(self) -> None:
+        # The flushed-offset file is rewritten at every flush and truncation, so it is never older
+        # than the recovery-point checkpoint, which the log manager writes only now and then.
+        try:
+            recorded = self._flushed_offset_file.read().get((self.topic, self.partition))
+        except CorruptCheckpointError as e:
+            log.error("%s; using the recovery point %d instead", e, self._recovery_point)
+            recorded = None
+        flushed = self._recovery_point if recorded is None else recorded
+        if flushed < self._log_end_offset:
+            log.warning(
+                "%s-%d: kafkasim.log.simulate.unflushed.loss: dropping offsets %d..%d, never flushed",
+                self.topic,
+                self.partition,
+                flushed,
+                self._log_end_offset - 1,
+            )
+            log_start_offset = self._log_start_offset
+            self.truncate_to(flushed)
+            if self._log_end_offset < log_start_offset:
+                # As at load time: a log ending below its start restarts empty at the start.
+                self.truncate_fully_and_start_at(log_start_offset)
+        # Everything left was flushed before the crash; flushing again covers the rebuilt indexes.
+        self.flush()
+
+    # ------------------------------------------------------------------------------------ properties
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._log_end_offset
+
+    @property
+    def recovery_point(self) -> int:
+        return self._recovery_point
+
+    @property
+    def segments(self) -> list[LogSegment]:
+        return list(self._segments)
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    @property
+    def size_in_bytes(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    @property
+    def topic_partition(self) -> tuple[str, int]:
+        return self.topic, self.partition
+
+    # --------------------------------------------------------------------------------------- append
+
+    def append_as_leader(self, records: bytes | bytearray | memoryview, leader_epoch: int) -> LogAppendInfo | None:
+        """Validate a producer's record set, assign offsets from the LEO, store it.
+
+        Only baseOffset and partitionLeaderEpoch change (plus maxTimestamp and the CRC when the topic
+        uses LogAppendTime). Raises InvalidRecordBatchError and writes nothing if any batch is bad.
+        Returns None for an empty record set, which Kafka also accepts as a no-op.
+        """
+        config = self.config
+        batches = split_record_set(records, max_message_bytes=config.max_message_bytes)
+        if not batches:
+            return None
+        now = self._clock()
+        log_append_time = config.message_timestamp_type == TimestampType.LOG_APPEND_TIME
+        for _, header in batches:
+            check_client_batch(
+                header,
+                log_append_time=log_append_time,
+                now_ms=now,
+                timestamp_difference_max_ms=config.message_timestamp_difference_max_ms,
+            )
+        self._check_fits_in_segment(len(records))
+        data = bytearray(records)
+        next_offset = self._log_end_offset
+        assigned: list[tuple[int, BatchHeader]] = []
+        for position, header in batches:
+            assign_offset_and_epoch(data, position, next_offset, leader_epoch)
+            if log_append_time:
+                set_log_append_time(data, position, header.size, now)
+            assigned.append((position, parse_header(data, position)))
+            next_offset += header.last_offset_delta + 1
+        return self._append(data, assigned, log_append_time=now if log_append_time else NO_TIMESTAMP)
+
+    def append_as_follower(self, records: bytes | bytearray | memoryview) -> LogAppendInfo | None:
+        """Store batches fetched from the leader byte for byte, after CRC and offset checks.
+
+        Offsets must increase and start at or above the LEO (gaps are allowed, as in Kafka).
+        Raises UnexpectedAppendOffsetError for data below the LEO.
+        """
+        # No max.message.bytes check: the leader accepted these batches and replicas stay identical.
+        batches = split_record_set(records, max_message_bytes=None)
+        if not batches:
+            return None
+        previous_next = None
+        for _, header in batches:
+            if previous_next is not None and header.base_offset < previous_next:
+                raise InvalidRecordBatchError(
+                    ErrorCode.unknown_server_error,
+                    f"offsets out of order: batch at {header.base_offset} follows one ending at {previous_next - 1}",
+                )
+            previous_next = header.next_offset
+        first = batches[0][1].base_offset
+        if first < self._log_end_offset:
+            raise UnexpectedAppendOffsetError(first, self._log_end_offset)
+        self._check_fits_in_segment(len(records))
+        return self._append(memoryview(records), batches, log_append_time=NO_TIMESTAMP)
+
+    def _check_fits_in_segment(self, size: int) -> None:
+        if size > self.config.segment_bytes:
+            raise InvalidRecordBatchError(
+                ErrorCode.record_list_too_large,
+                f"{size} bytes cannot fit in a segment of segment.bytes={self.config.segment_bytes}",
+            )
+
+    def _append(
+        self,
+        data: bytes | bytearray | memoryview,
+        batches: list[tuple[int, BatchHeader]],
+        *,
+        log_append_time: int,
+    ) -> LogAppendInfo:
+        first_offset = batches[0][1].base_offset
+        last_offset = batches[-1][1].last_offset
+        max_timestamp, offset_of_max = NO_TIMESTAMP, first_offset
+        for _, header in batches:
+            if header.max_timestamp > max_timestamp:
+                max_timestamp, offset_of_max = header.max_timestamp, header.last_offset
+        segment = self._maybe_roll(len(data), max_timestamp, first_offset, last_offset)
+        segment.append(data, batches)
+        self._log_end_offset = last_offset + 1
+        for _, header in batches:
+            if header.partition_leader_epoch >= 0:
+                self.leader_epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
+        if self._log_end_offset - self._recovery_point >= self.config.flush_messages:
+            self.flush()
+        return LogAppendInfo(
+            first_offset=first_offset,
+            last_offset=last_offset,
+            max_timestamp=max_timestamp,
+            offset_of_max_timestamp=offset_of_max,
+            log_append_time=log_append_time,
+            log_start_offset=self._log_start_offset,
+            valid_bytes=len(data),
+            batch_count=len(batches),
+        )
+
+    def maybe_assign_epoch_start_offset(self, leader_epoch: int, start_offset: int) -> None:
+        """Becoming leader: the new epoch starts at the LEO (Kafka's makeLeader)."""
+        self.leader_epoch_cache.assign(leader_epoch, start_offset)
+
+    # ----------------------------------------------------------------------------------------- roll
+
+    def _maybe_roll(self, incoming_bytes: int, max_timestamp: int, first_offset: int, last_offset: int) -> LogSegment:
+        segment = self.active_segment
+        if segment.should_roll(
+            incoming_bytes=incoming_bytes,
+            max_timestamp=max_timestamp,
+            last_offset=last_offset,
+            now_ms=self._clock(),
+            config=self.config,
+        ):
+            return self.roll(first_offset)
+        return segment
+
+    def roll(self, expected_next_offset: int | None = None) -> LogSegment:
+        """Start a new active segment at max(expected, LEO) and flush everything before it."""
+        new_base = max(expected_next_offset or 0, self._log_end_offset)
+        active = self.active_segment
+        if new_base == active.base_offset:
+            if active.size:
+                raise RuntimeError(f"cannot roll {active}: a segment already starts at {new_base}")
+            return active
+        active.on_become_inactive()
+        segment = LogSegment.create(self.directory, new_base, self.config, self._clock())
+        self._segments.append(segment)
+        self._bases.append(new_base)
+        self._directory_dirty = True
+        log.info("%s-%d: rolled new segment at offset %d", self.topic, self.partition, new_base)
+        # Kafka schedules this flush; the recovery point then moves to the new base offset.
+        self.flush(new_base)
+        return segment
+
+    # ----------------------------------------------------------------------------------------- read
+
+    def read(
+        self,
+        start_offset: int,
+        max_bytes: int,
+        *,
+        max_offset: int | None = None,
+        min_one_message: bool = True,
+    ) -> FileRegion:
+        """Whole batches from the one holding ``start_offset`` (it may start earlier), all below
+        ``max_offset`` (default: the LEO), from a single segment. Raises OffsetOutOfRangeError."""
+        if start_offset < self._log_start_offset or start_offset > self._log_end_offset:
+            raise OffsetOutOfRangeError(
+                f"offset {start_offset} of {self.topic}-{self.partition} is outside "
+                f"[{self._log_start_offset}, {self._log_end_offset}]; reset to the log start or end"
+            )
+        bound = self._log_end_offset if max_offset is None else min(max_offset, self._log_end_offset)
+        if start_offset < bound:
+            for i in range(self._segment_index(start_offset), len(self._segments)):
+                segment = self._segments[i]
+                if segment.base_offset >= bound:
+                    break
+                max_position = segment.size
+                if bound < segment.next_offset:
+                    found = segment.translate_offset(bound)
+                    max_position = found[0] if found else segment.size
+                region = segment.read(
+                    start_offset, max_bytes, max_position=max_position, min_one_message=min_one_message
+                )
+                if region is not None:
+                    return region
+        active = self.active_segment
+        return FileRegion(active.log_path, active.fd, active.size, 0)
+
+    def fetch_offset_by_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
+        """ListOffsets: the first record with a timestamp >= ``timestamp``; -2 earliest, -1 latest."""
+        cache = self.leader_epoch_cache
+        if timestamp == EARLIEST_TIMESTAMP:
+            return TimestampAndOffset(
+                NO_TIMESTAMP, self._log_start_offset, cache.epoch_for_offset(self._log_start_offset)
+            )
+        if timestamp == LATEST_TIMESTAMP:
+            return TimestampAndOffset(NO_TIMESTAMP, self._log_end_offset, cache.latest_epoch)
+        for segment in self._segments:
+            if segment.next_offset <= self._log_start_offset or segment.largest_timestamp < timestamp:
+                continue
+            found = segment.find_offset_by_timestamp(timestamp, self._log_start_offset)
+            if found is not None:
+                found_timestamp, offset, epoch = found
+                return TimestampAndOffset(found_timestamp, offset, epoch if epoch >= 0 else None)
+        return None
+
+    def _segment_index(self, offset: int) -> int:
+        return max(0, bisect_right(self._bases, offset) - 1)
+
+    # ------------------------------------------------------------------------------------- truncate
+
+    def truncate_to(self, target_offset: int) -> bool:
+        """Follower truncation: drop every batch holding an offset >= ``target_offset``.
+
+        A batch that straddles the target goes entirely, so the LEO may end below the target.
+        Returns whether anything was removed.
+        """
+        if target_offset < 0:
+            raise ValueError(f"cannot truncate to negative offset {target_offset}")
+        if target_offset >= self._log_end_offset:
+            return False
+        log.info(
+            "%s-%d: truncating from LEO %d to %d",
+            self.topic,
+            self.partition,
+            self._log_end_offset,
+            target_offset,
+        )
+        if target_offset < self._segments[0].base_offset:
+            self.truncate_fully_and_start_at(target_offset)
+            return True
+        keep = bisect_right(self._bases, target_offset)
+        # Newest first: a crash part-way leaves a shorter log, never one with a hole.
+        self._remove_segments(self._segments[keep:][::-1])
+        active = self.active_segment
+        active.truncate_to(target_offset, self._clock())
+        active.reopen_as_active()
+        self._after_truncation()
+        return True
+
+    def truncate_fully_and_start_at(self, new_offset: int) -> None:
+        """A replica that fell off the leader's log start: empty the log, restart it at ``new_offset``."""
+        log.info("%s-%d: truncating everything, restarting at offset %d", self.topic, self.partition, new_offset)
+        self._remove_segments(self._segments[::-1])
+        self._segments.append(LogSegment.create(self.directory, new_offset, self.config, self._clock()))
+        self._bases.append(new_offset)
+        self.leader_epoch_cache.clear_and_flush()
+        self._log_start_offset = new_offset
+        self._recovery_point = new_offset  # nothing below the new start is left to flush
+        if self.config.simulate_unflushed_loss:
+            self._record_flushed_offset(new_offset)
+        self._after_truncation()
+
+    def _after_truncation(self) -> None:
+        self._log_end_offset = self.active_segment.next_offset
+        self._log_start_offset = min(self._log_start_offset, self._log_end_offset)
+        self._recovery_point = min(self._recovery_point, self._log_end_offset)
+        self.leader_epoch_cache.truncate_from_end(self._log_end_offset)
+        if self.config.simulate_unflushed_loss and self._flushed_offset > self._log_end_offset:
+            self._record_flushed_offset(self._log_end_offset)
+        self.delete_expired_files()
+
+    # ------------------------------------------------------------------------------------ retention
+
+    def maybe_increment_log_start_offset(self, new_log_start_offset: int) -> bool:
+        """DeleteRecords, or a follower catching up with the leader's log start offset.
+
+        Whole segments below it go at the next :meth:`delete_old_segments`. The caller enforces Kafka's
+        bound of the high watermark; the log only refuses offsets beyond its end.
+        """
+        if new_log_start_offset > self._log_end_offset:
+            raise OffsetOutOfRangeError(
+                f"cannot move the log start of {self.topic}-{self.partition} to {new_log_start_offset}, "
+                f"beyond the log end offset {self._log_end_offset}"
+            )
+        if new_log_start_offset <= self._log_start_offset:
+            return False
+        self._log_start_offset = new_log_start_offset
+        self.leader_epoch_cache.truncate_from_start(new_log_start_offset)
+        return True
+
+    def delete_old_segments(self, high_watermark: int) -> int:
+        """Apply retention.ms, retention.bytes and the log start offset; returns segments deleted."""
+        count, reasons = deletable_segments(
+            self._segments,
+            log_end_offset=self._log_end_offset,
+            high_watermark=high_watermark,
+            log_start_offset=self._log_start_offset,
+            retention_ms=self.config.retention_ms,
+            retention_bytes=self.config.retention_bytes,
+            now_ms=self._clock(),
+        )
+        if count == 0:
+            return 0
+        log.info("%s-%d: retention deletes %s", self.topic, self.partition, "; ".join(reasons))
+        if count == len(self._segments):
+            self.roll()  # Kafka keeps an (empty) active segment at the LEO
+        self._remove_segments(self._segments[:count])
+        if self._segments[0].base_offset > self._log_start_offset:
+            self._log_start_offset = self._segments[0].base_offset
+            self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
+        self.delete_expired_files()
+        return count
+
+    def _remove_segments(self, segments: list[LogSegment]) -> None:
+        deadline = self._clock() + self.config.file_delete_delay_ms
+        for segment in segments:
+            index = self._segments.index(segment)
+            del self._segments[index], self._bases[index]
+            segment.rename_to_deleted()
+            self._pending_deletes.append((deadline, segment))
+        self._directory_dirty = True
+
+    def delete_expired_files(self) -> None:
+        """Physically delete segments whose ``file.delete.delay.ms`` has passed."""
+        now = self._clock()
+        due = [s for deadline, s in self._pending_deletes if deadline <= now]
+        self._pending_deletes = [(d, s) for d, s in self._pending_deletes if d > now]
+        for segment in due:
+            segment.delete()
+
+    # ---------------------------------------------------------------------------------------- flush
+
+    def flush(self, offset: int | None = None) -> None:
+        """fsync every segment holding offsets in [recovery point, offset); advance the recovery point."""
+        target = self._log_end_offset if offset is None else min(offset, self._log_end_offset)
+        if target <= self._recovery_point:
+            return
+        first = self._segment_index(self._recovery_point)
+        for segment in self._segments[first:]:
+            if segment.base_offset >= target and segment is not self._segments[first]:
+                break
+            segment.flush()
+        if self._directory_dirty:
+            fsync_directory(self.directory)
+            self._directory_dirty = False
+        self._recovery_point = target
+        self._last_flush_ms = self._clock()
+        if self.config.simulate_unflushed_loss:
+            self._record_flushed_offset(target)
+
+    def flush_if_due(self) -> bool:
+        """Kafka's flush.ms policy (the log manager calls this periodically)."""
+        if self._clock() - self._last_flush_ms >= self.config.flush_ms and self._log_end_offset > self._recovery_point:
+            self.flush()
+            return True
+        return False
+
+    def _record_flushed_offset(self, offset: int) -> None:
+        self._flushed_offset = offset
+        self._flushed_offset_file.write({(self.topic, self.partition): offset})
+
+    # ---------------------------------------------------------------------------------------- close
+
+    def close(self) -> None:
+        """Close files without flushing (the log manager flushes before a clean shutdown)."""
+        for segment in self._segments:
+            segment.close()
+        for _, segment in self._pending_deletes:
+            segment.close()
+        self._pending_deletes = []
+
+    def delete(self) -> None:
+        """Remove the partition directory (the replica is gone from this broker)."""
+        self.close()
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+    def __repr__(self) -> str:
+        return (
+            f"Log({self.topic}-{self.partition}, start={self._log_start_offset}, end={self._log_end_offset}, "
+            f"segments={len(self._segments)})"
+        )

@@ -1,0 +1,225 @@
+"""LogManager: every partition log of a broker across its ``log.dirs``, and each directory's files."""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from broker.log.checkpoint import (
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    OffsetCheckpointFile,
+    fsync_directory,
+)
+from broker.log.config import LogConfig
+from broker.log.errors import CorruptCheckpointError, LogDirInUseError
+from broker.log.log import Clock, Log, parse_topic_partition
+
+log = logging.getLogger(__name__)
+
+CLEAN_SHUTDOWN_MARKER = ".kafka_cleanshutdown"
+LOCK_FILE = ".lock"
+_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+
+TopicPartition = tuple[str, int]
+
+
+class LogManager:
+    """Opens, creates and checkpoints the logs of one broker.
+
+    Scheduling is the caller's: it calls :meth:`flush_dirty_logs`, :meth:`checkpoint_recovery_points`,
+    :meth:`checkpoint_log_start_offsets`, :meth:`cleanup_logs` and :meth:`delete_expired_files` at
+    Kafka's intervals, and :meth:`shutdown` last.
+    """
+
+    def __init__(
+        self,
+        log_dirs: Sequence[Path],
+        default_config: LogConfig,
+        *,
+        clock: Clock,
+        topic_configs: Mapping[str, LogConfig] | None = None,
+    ) -> None:
+        if not log_dirs:
+            raise ValueError("log.dirs is empty; name at least one directory")
+        self.log_dirs = [Path(d) for d in log_dirs]
+        self.default_config = default_config
+        self.topic_configs = dict(topic_configs or {})
+        self._clock = clock
+        self._logs: dict[TopicPartition, Log] = {}
+        self._lock_fds: list[int] = []
+
+    @property
+    def logs(self) -> dict[TopicPartition, Log]:
+        return dict(self._logs)
+
+    def config_for(self, topic: str) -> LogConfig:
+        return self.topic_configs.get(topic, self.default_config)
+
+    # -------------------------------------------------------------------------------------- startup
+
+    def startup(self) -> None:
+        """Lock every log dir and open every partition in it, recovering after an unclean shutdown."""
+        for log_dir in self.log_dirs:
+            log_dir.mkdir(parents=True, exist_ok=True)
+            self._lock(log_dir)
+            marker = log_dir / CLEAN_SHUTDOWN_MARKER
+            had_clean_shutdown = marker.exists()
+            if not had_clean_shutdown:
+                log.warning("%s: no clean shutdown marker; recovering logs from their recovery points", log_dir)
+            recovery_points = self._read_or_empty(log_dir / RECOVERY_POINT_CHECKPOINT)
+            log_start_offsets = self._read_or_empty(log_dir / LOG_START_OFFSET_CHECKPOINT)
+            for partition_dir in sorted(p for p in log_dir.iterdir() if p.is_dir()):
+                try:
+                    tp = parse_topic_partition(partition_dir.name)
+                except ValueError:
+                    continue  # e.g. Kafka's "-delete" and "-future" directories
+                if tp in self._logs:
+                    raise RuntimeError(
+                        f"partition {tp[0]}-{tp[1]} exists in {self._logs[tp].directory.parent} and in {log_dir}; "
+                        "remove one copy"
+                    )
+                self._logs[tp] = Log.open(
+                    partition_dir,
+                    self.config_for(tp[0]),
+                    clock=self._clock,
+                    log_start_offset=log_start_offsets.get(tp, 0),
+                    recovery_point=recovery_points.get(tp, 0),
+                    had_clean_shutdown=had_clean_shutdown,
+                )
+            # Removed only once every log is loaded: a crash during loading recovers again.
+            marker.unlink(missing_ok=True)
+
+    def _lock(self, log_dir: Path) -> None:
+        fd = os.open(log_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise LogDirInUseError(
+                f"{log_dir} is locked by another process; is another broker using the same log.dirs?"
+            ) from None
+        self._lock_fds.append(fd)
+
+    @staticmethod
+    def _read_or_empty(path: Path) -> dict[TopicPartition, int]:
+        try:
+            return OffsetCheckpointFile(path).read()
+        except CorruptCheckpointError as e:
+            # Falling back to 0 only costs a longer recovery (or keeps a few deleted records).
+            log.error("%s; ignoring it", e)
+            return {}
+
+    # ------------------------------------------------------------------------------------- per log
+
+    def get_log(self, topic: str, partition: int) -> Log | None:
+        return self._logs.get((topic, partition))
+
+    def get_or_create_log(self, topic: str, partition: int) -> Log:
+        """The partition's log; a new one goes to the log dir holding the fewest partitions."""
+        existing = self._logs.get((topic, partition))
+        if existing is not None:
+            return existing
+        if not _LEGAL_TOPIC.match(topic) or topic in (".", ".."):
+            raise ValueError(f"illegal topic name {topic!r}: use up to 249 of [a-zA-Z0-9._-]")
+        counts = {d: 0 for d in self.log_dirs}
+        for opened in self._logs.values():
+            counts[opened.directory.parent] = counts.get(opened.directory.parent, 0) + 1
+        log_dir = min(self.log_dirs, key=lambda d: counts[d])
+        created = Log.open(log_dir / f"{topic}-{partition}", self.config_for(topic), clock=self._clock)
+        self._logs[(topic, partition)] = created
+        log.info("created log %s", created.directory)
+        return created
+
+    def truncate_to(self, offsets: Mapping[TopicPartition, int]) -> None:
+        """Truncate follower logs, then checkpoint recovery points so a crash cannot resurrect data."""
+        touched = set()
+        for tp, offset in offsets.items():
+            if self._logs[tp].truncate_to(offset):
+                touched.add(self._logs[tp].directory.parent)
+        for log_dir in touched:
+            self._checkpoint_recovery_points_in(log_dir)
+
+    def truncate_fully_and_start_at(self, tp: TopicPartition, offset: int) -> None:
+        self._logs[tp].truncate_fully_and_start_at(offset)
+        self._checkpoint_recovery_points_in(self._logs[tp].directory.parent)
+
+    def delete_log(self, tp: TopicPartition) -> None:
+        removed = self._logs.pop(tp, None)
+        if removed is not None:
+            removed.delete()
+
+    # ------------------------------------------------------------------------------- periodic work
+
+    def flush_dirty_logs(self) -> int:
+        """flush.ms: flush every log whose last flush is older than its setting. Returns logs flushed."""
+        return sum(1 for opened in self._logs.values() if opened.flush_if_due())
+
+    def cleanup_logs(self, high_watermarks: Mapping[TopicPartition, int]) -> int:
+        """Retention for every log whose high watermark is known. Returns segments deleted."""
+        deleted = 0
+        for tp, opened in self._logs.items():
+            if tp in high_watermarks:
+                deleted += opened.delete_old_segments(high_watermarks[tp])
+        return deleted
+
+    def delete_expired_files(self) -> None:
+        for opened in self._logs.values():
+            opened.delete_expired_files()
+
+    def checkpoint_recovery_points(self) -> None:
+        for log_dir in self.log_dirs:
+            self._checkpoint_recovery_points_in(log_dir)
+
+    def _checkpoint_recovery_points_in(self, log_dir: Path) -> None:
+        points = {tp: opened.recovery_point for tp, opened in self._in_dir(log_dir)}
+        OffsetCheckpointFile(log_dir / RECOVERY_POINT_CHECKPOINT).write(points)
+
+    def checkpoint_log_start_offsets(self) -> None:
+        for log_dir in self.log_dirs:
+            # Kafka lists only logs whose start moved past their first segment's base offset.
+            starts = {
+                tp: opened.log_start_offset
+                for tp, opened in self._in_dir(log_dir)
+                if opened.log_start_offset > opened.segments[0].base_offset
+            }
+            OffsetCheckpointFile(log_dir / LOG_START_OFFSET_CHECKPOINT).write(starts)
+
+    def write_high_watermarks(self, high_watermarks: Mapping[TopicPartition, int]) -> None:
+        """replication-offset-checkpoint of each log dir, for the partitions it holds."""
+        for log_dir in self.log_dirs:
+            in_dir = {tp: high_watermarks[tp] for tp, _ in self._in_dir(log_dir) if tp in high_watermarks}
+            OffsetCheckpointFile(log_dir / REPLICATION_OFFSET_CHECKPOINT).write(in_dir)
+
+    def read_high_watermarks(self) -> dict[TopicPartition, int]:
+        """All checkpointed high watermarks. Raises CorruptCheckpointError."""
+        merged: dict[TopicPartition, int] = {}
+        for log_dir in self.log_dirs:
+            merged.update(OffsetCheckpointFile(log_dir / REPLICATION_OFFSET_CHECKPOINT).read())
+        return merged
+
+    def _in_dir(self, log_dir: Path) -> list[tuple[TopicPartition, Log]]:
+        return [(tp, opened) for tp, opened in self._logs.items() if opened.directory.parent == log_dir]
+
+    # ------------------------------------------------------------------------------------- shutdown
+
+    def shutdown(self) -> None:
+        """Flush everything, write the checkpoints, then the clean shutdown marker that skips recovery."""
+        for opened in self._logs.values():
+            opened.flush()
+        self.checkpoint_recovery_points()
+        self.checkpoint_log_start_offsets()
+        for opened in self._logs.values():
+            opened.close()
+        for log_dir in self.log_dirs:
+            (log_dir / CLEAN_SHUTDOWN_MARKER).touch()
+            fsync_directory(log_dir)
+        for fd in self._lock_fds:
+            os.close(fd)
+        self._lock_fds = []
+        self._logs = {}

@@ -1,0 +1,97 @@
+"""Connects the broker to its logs: loads them at start (recovering after a crash), gives each replica
+the controller assigns here a log with its topic's config, records where a new leader's epoch starts,
+runs the periodic flush and checkpoint work, and closes everything cleanly on shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Mapping
+
+from broker.log.config import LogConfig
+from broker.log.errors import LogDirInUseError
+from broker.log.log import Log
+from broker.log.log_manager import LogManager
+from broker.replica_manager import ReplicaState, TopicPartition
+from zk.client import ZkClient
+from zk.znodes import TopicConfigZNode, ZNodeDecodeError
+
+log = logging.getLogger(__name__)
+
+# Kafka's log.flush.offset.checkpoint.interval.ms and log.flush.start.offset.checkpoint.interval.ms
+CHECKPOINT_INTERVAL_S = 60.0
+FLUSH_CHECK_INTERVAL_S = 1.0
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class LogDirectoryError(RuntimeError):
+    pass
+
+
+class LogService:
+    def __init__(self, config_properties: Mapping[str, str], log_dirs: list, zk: ZkClient) -> None:
+        self.default_config = LogConfig.from_broker_properties(config_properties)
+        self.manager = LogManager(log_dirs, self.default_config, clock=now_ms)
+        self.zk = zk
+        self._task: asyncio.Task | None = None
+
+    def startup(self) -> None:
+        try:
+            self.manager.startup()
+        except LogDirInUseError as exc:
+            raise LogDirectoryError(f"{exc}: is another broker using the same log.dirs?") from None
+        self._task = asyncio.get_running_loop().create_task(self._periodic(), name="log-maintenance")
+
+    async def _topic_config(self, topic: str) -> LogConfig:
+        data, _ = await self.zk.get_or_none(TopicConfigZNode.path(topic))
+        if data is None:
+            return self.default_config
+        try:
+            overrides = TopicConfigZNode.decode(topic, data)
+        except ZNodeDecodeError as exc:
+            log.error("topic %s: using broker defaults, its config is unreadable: %s", topic, exc)
+            return self.default_config
+        known = set(LogConfig.model_fields) | {f.alias for f in LogConfig.model_fields.values() if f.alias}
+        merged = self.default_config.model_dump(by_alias=True) | {k: v for k, v in overrides.items() if k in known}
+        return LogConfig.model_validate(merged)
+
+    async def ensure_log(self, state: ReplicaState, is_leader: bool) -> Log:
+        tp = (state.topic, state.partition)
+        existing = self.manager.get_log(*tp)
+        if existing is None:
+            self.manager.topic_configs[state.topic] = await self._topic_config(state.topic)
+            existing = self.manager.get_or_create_log(*tp)
+        if is_leader:
+            # Kafka 2.1+: a new leader records at once where its epoch starts, so followers can
+            # truncate to the right place even before the first append of the epoch.
+            existing.maybe_assign_epoch_start_offset(state.leader_epoch, existing.log_end_offset)
+        return existing
+
+    def delete(self, tp: TopicPartition) -> None:
+        self.manager.delete_log(tp)
+
+    async def _periodic(self) -> None:
+        last_checkpoint = time.monotonic()
+        while True:
+            await asyncio.sleep(FLUSH_CHECK_INTERVAL_S)
+            try:
+                self.manager.flush_dirty_logs()
+                self.manager.delete_expired_files()
+                if time.monotonic() - last_checkpoint >= CHECKPOINT_INTERVAL_S:
+                    self.manager.checkpoint_recovery_points()
+                    self.manager.checkpoint_log_start_offsets()
+                    last_checkpoint = time.monotonic()
+            except Exception:
+                log.exception("log maintenance failed; retrying in %.0f s", FLUSH_CHECK_INTERVAL_S)
+
+    async def shutdown(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        self.manager.shutdown()
