@@ -142,7 +142,12 @@ class ClusterLayout:
 def choose_ports(count: int, base_port: int, host: str = "127.0.0.1") -> list[tuple[int, int]]:
     """(client port, cluster port) per broker: base, base+1, ... and base+100, ...; 0 = any free ports."""
     if base_port == 0:
-        return [(free_port(host), free_port(host)) for _ in range(count)]
+        chosen: list[int] = []
+        while len(chosen) < 2 * count:
+            port = free_port(host)
+            if port not in chosen:
+                chosen.append(port)
+        return list(zip(chosen[::2], chosen[1::2], strict=True))
     ports = [(base_port + i, base_port + 100 + i) for i in range(count)]
     busy = [p for pair in ports for p in pair if not port_is_free(host, p)]
     if busy:

@@ -8,6 +8,7 @@ still fits.
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import socket
 import subprocess
@@ -32,7 +33,23 @@ def port_is_free(host: str, port: int) -> bool:
     return True
 
 
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
 def free_port(host: str = "127.0.0.1") -> int:
+    """A free port below the kernel's ephemeral range: a port from bind(0) comes from that range, and an
+    outgoing connection (a ZooKeeper client, a gRPC channel) may take it before our listener binds it."""
+    low, _ = _ephemeral_range()
+    candidates = list(range(10000, max(10001, low)))
+    random.shuffle(candidates)
+    for port in candidates[:2000]:
+        if port_is_free(host, port):
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return sock.getsockname()[1]
