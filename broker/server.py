@@ -13,8 +13,10 @@ from kio.schema.errors import ErrorCode
 
 from broker.config import KafkaConfig, Listener
 from broker.control_service import AdminService, ControlPlaneService
+from broker.kafka_apis import KafkaApis
 from broker.log_service import LogDirectoryError, LogService
 from broker.metadata_cache import MetadataCache
+from broker.network import SocketServer
 from broker.registration import (
     create_top_level_paths,
     get_or_create_cluster_id,
@@ -65,7 +67,8 @@ class KafkaServer:
         self.controller: KafkaController | None = None
         self.cluster_id: str | None = None
         self._grpc_server: grpc.aio.Server | None = None
-        self._client_servers: list[asyncio.base_events.Server] = []
+        self.apis = KafkaApis(self)
+        self.socket_server = SocketServer(config.client_listeners, self.apis.handle)
         self._stopping = asyncio.Event()
         self._registration = registration_for(config)
 
@@ -107,20 +110,10 @@ class KafkaServer:
         self._grpc_server = server
 
     async def _start_client_listeners(self) -> None:
-        for listener in self.config.client_listeners:
-            try:
-                server = await asyncio.start_server(self._client_connection, listener.bind_host, listener.port,
-                                                    reuse_address=True)
-            except OSError as exc:
-                raise StartupError(f"listener {listener} cannot bind: {exc.strerror}") from None
-            self._client_servers.append(server)
-
-    async def _client_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        # The Kafka protocol itself is served by the client plane (a later issue); until then a client
-        # learns at once that nothing is served here instead of hanging.
-        log.info("closing Kafka-protocol connection from %s: the client plane is not served by this version",
-                 writer.get_extra_info("peername"))
-        writer.close()
+        try:
+            await self.socket_server.start()
+        except OSError as exc:
+            raise StartupError(f"a client listener ({self.config.listeners}) cannot bind: {exc.strerror}") from None
 
     async def _register(self) -> None:
         # a previous process of this broker may still hold the registration until its session expires
@@ -228,12 +221,12 @@ class KafkaServer:
             clean = await self.controlled_shutdown()
         if self.controller is not None:
             await self.controller.stop()
-        for server in self._client_servers:
-            server.close()
-        await self.log_service.shutdown()
-        await self.zk.close()
+        await self.socket_server.stop()
+        # no control request may arrive once the logs and ZooKeeper are closed
         if self._grpc_server is not None:
             await self._grpc_server.stop(grace=0.5)
+        await self.log_service.shutdown()
+        await self.zk.close()
         self.trace.emit(te.BrokerStopped, clean=clean)
         self.trace.close()
 

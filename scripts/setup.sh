@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 missing=()
 command -v java >/dev/null 2>&1 || missing+=(default-jre-headless)
 [ -f /usr/share/java/zookeeper.jar ] || missing+=(zookeeper)
+command -v kcat >/dev/null 2>&1 || missing+=(kcat)
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" -eq 0 ]; then
     echo "installing from Debian: ${missing[*]}"

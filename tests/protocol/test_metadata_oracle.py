@@ -1,6 +1,5 @@
 """kio-built Metadata responses, read back by kafka-python 3.0.12 as an independent client-side decoder."""
 
-from dataclasses import fields
 from datetime import timedelta
 from uuid import UUID
 
@@ -10,6 +9,7 @@ from kio.index import load_payload_module
 from kio.schema.errors import ErrorCode
 from kio.static.constants import EntityType
 
+from broker.protocol.build import build as _build
 from broker.protocol.codec import decode_request, encode_response
 from broker.protocol.framing import FrameDecoder, frame_response
 from broker.protocol.messages import Request
@@ -18,12 +18,6 @@ from broker.protocol.versions import ApiKey
 from .captured import CAPTURED
 
 INT32_MIN = -(2**31)  # "authorized operations not requested"
-
-
-def _build(entity_class, **candidates):
-    """Instantiate a kio entity with those candidate values its version has (fields come and go)."""
-    names = {f.name for f in fields(entity_class)}
-    return entity_class(**{name: value for name, value in candidates.items() if name in names})
 
 
 def _metadata_response(version: int):

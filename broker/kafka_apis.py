@@ -1,0 +1,96 @@
+"""KafkaApis: answers client-plane requests. Each handler takes a decoded kio request and returns a kio
+response of the same version (built with ``build`` so one code path serves every version)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from kio.index import load_payload_module
+from kio.schema.errors import ErrorCode
+from kio.static.constants import EntityType
+from kio.static.protocol import ResponsePayload
+
+from broker.config import Listener
+from broker.protocol.api_versions import handle_api_versions
+from broker.protocol.build import build
+from broker.protocol.messages import Request
+from broker.protocol.versions import ApiKey
+
+if TYPE_CHECKING:
+    from broker.server import KafkaServer
+
+log = logging.getLogger(__name__)
+AUTHORIZED_OPERATIONS_NOT_REQUESTED = -(2**31)
+
+
+class ApiNotServedError(RuntimeError):
+    """An advertised API this version of kafkasim does not answer yet; the connection is closed."""
+
+
+def response_module(api_key: int, version: int):
+    return load_payload_module(api_key, version, EntityType.response)
+
+
+class KafkaApis:
+    def __init__(self, server: KafkaServer) -> None:
+        self.server = server
+        self._handlers: dict[int, Callable] = {
+            ApiKey.API_VERSIONS: self.handle_api_versions,
+            ApiKey.METADATA: self.handle_metadata,
+        }
+
+    async def handle(self, request: Request, listener: Listener) -> ResponsePayload | None:
+        handler = self._handlers.get(request.header.api_key)
+        if handler is None:
+            raise ApiNotServedError(f"{ApiKey(request.header.api_key).name} is not served by this kafkasim yet")
+        return await handler(request, listener)
+
+    async def handle_api_versions(self, request: Request, listener: Listener) -> ResponsePayload:
+        return handle_api_versions(request.header, request.body)
+
+    async def handle_metadata(self, request: Request, listener: Listener) -> ResponsePayload:
+        """Brokers are described by the listener the request came in on, as Kafka does: clients reconnect
+        to exactly these addresses, so they must be the advertised ones of that listener."""
+        version = request.header.api_version
+        module = response_module(ApiKey.METADATA, version)
+        cache = self.server.metadata_cache
+        advertised = {lst.name: lst for lst in self.server.config.advertised}
+        brokers = []
+        for broker in sorted(cache.live_brokers.values(), key=lambda b: b.id):
+            endpoint = next((e for e in broker.endpoints if e.listener == listener.name), None)
+            if endpoint is None:
+                continue
+            brokers.append(build(module.MetadataResponseBroker, node_id=broker.id, host=endpoint.host,
+                                 port=endpoint.port, rack=broker.rack or None))
+        if not brokers and listener.name in advertised:  # before the first UpdateMetadata: at least ourselves
+            own = advertised[listener.name]
+            brokers.append(build(module.MetadataResponseBroker, node_id=self.server.broker_id, host=own.host,
+                                 port=own.port, rack=self.server.config.broker_rack))
+        known = cache.topics()
+        requested = request.body.topics
+        names = sorted(known) if requested is None else [t.name for t in requested]
+        topics = []
+        for name in names:
+            states = known.get(name)
+            if states is None:
+                topics.append(build(module.MetadataResponseTopic, error_code=ErrorCode.unknown_topic_or_partition,
+                                    name=name, is_internal=False, partitions=(),
+                                    topic_authorized_operations=AUTHORIZED_OPERATIONS_NOT_REQUESTED))
+                continue
+            partitions = tuple(
+                build(module.MetadataResponsePartition,
+                      error_code=ErrorCode.none if s.leader >= 0 and s.leader in cache.live_brokers
+                      else ErrorCode.leader_not_available,
+                      partition_index=s.partition, leader_id=s.leader, leader_epoch=s.leader_epoch,
+                      replica_nodes=tuple(s.replicas), isr_nodes=tuple(s.isr),
+                      offline_replicas=tuple(s.offline_replicas))
+                for s in states)
+            topics.append(build(module.MetadataResponseTopic, error_code=ErrorCode.none, name=name,
+                                is_internal=name.startswith("__"), partitions=partitions,
+                                topic_authorized_operations=AUTHORIZED_OPERATIONS_NOT_REQUESTED))
+        return build(module.MetadataResponse, throttle_time=timedelta(0), brokers=tuple(brokers),
+                     cluster_id=self.server.cluster_id, controller_id=cache.controller_id, topics=tuple(topics),
+                     cluster_authorized_operations=AUTHORIZED_OPERATIONS_NOT_REQUESTED)

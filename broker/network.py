@@ -1,0 +1,166 @@
+"""The client plane's network layer (Kafka's SocketServer: acceptor, processors, request channel).
+
+Per connection a reader frames requests into one bounded request queue shared by a pool of handler tasks;
+a writer sends the responses in request order, because clients pipeline and match responses by position
+as much as by correlation id. A malformed frame closes only its own connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from kio.static.protocol import ResponsePayload
+
+from broker.config import Listener
+from broker.protocol.api_versions import handle_api_versions
+from broker.protocol.codec import decode_request, encode_response
+from broker.protocol.errors import ProtocolError, UnsupportedVersion
+from broker.protocol.framing import FrameDecoder, frame_response
+from broker.protocol.messages import Request
+from broker.protocol.versions import ApiKey
+
+log = logging.getLogger(__name__)
+
+# A handler answers a request with a kio response, or None when the client expects no answer (acks=0).
+Handler = Callable[[Request, Listener], Awaitable[ResponsePayload | None]]
+_NO_RESPONSE = b""
+
+
+@dataclass
+class RequestMetrics:
+    """Kafka's request metrics, by their names (kafka.network:type=RequestMetrics,name=...,request=...)."""
+
+    requests: Counter = field(default_factory=Counter)           # RequestsPerSec (as a running total)
+    errors: Counter = field(default_factory=Counter)             # ErrorsPerSec
+    request_queue_time_ms: Counter = field(default_factory=Counter)   # RequestQueueTimeMs (sum)
+    local_time_ms: Counter = field(default_factory=Counter)      # LocalTimeMs (sum)
+    response_send_time_ms: Counter = field(default_factory=Counter)   # ResponseSendTimeMs (sum)
+    total_time_ms: Counter = field(default_factory=Counter)      # TotalTimeMs (sum)
+
+
+@dataclass
+class _InFlight:
+    request: Request
+    listener: Listener
+    response: asyncio.Future
+    received: float
+
+
+class SocketServer:
+    def __init__(self, listeners: list[Listener], handler: Handler, *, num_handlers: int = 8,
+                 queued_max_requests: int = 500, max_request_bytes: int = 104857600) -> None:
+        self.listeners = listeners
+        self.handler = handler
+        self.num_handlers = num_handlers
+        self.max_request_bytes = max_request_bytes
+        self.request_queue: asyncio.Queue[_InFlight] = asyncio.Queue(maxsize=queued_max_requests)
+        self.metrics = RequestMetrics()
+        self._servers: list[asyncio.base_events.Server] = []
+        self._tasks: list[asyncio.Task] = []
+
+    @property
+    def request_queue_size(self) -> int:  # RequestQueueSize
+        return self.request_queue.qsize()
+
+    async def start(self) -> None:
+        for listener in self.listeners:
+            server = await asyncio.start_server(
+                lambda r, w, lst=listener: self._serve_connection(r, w, lst),
+                listener.bind_host, listener.port, reuse_address=True)
+            self._servers.append(server)
+        self._tasks = [asyncio.get_running_loop().create_task(self._handle_requests(), name=f"handler-{i}")
+                       for i in range(self.num_handlers)]
+
+    async def stop(self) -> None:
+        for server in self._servers:
+            server.close()
+        for task in self._tasks:
+            task.cancel()
+
+    # --- one connection -----------------------------------------------------------------------------
+
+    async def _serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                                listener: Listener) -> None:
+        peer = writer.get_extra_info("peername")
+        responses: asyncio.Queue[asyncio.Future | None] = asyncio.Queue()
+        sender = asyncio.get_running_loop().create_task(self._send_responses(writer, responses, peer))
+        decoder = FrameDecoder(self.max_request_bytes)
+        try:
+            while data := await reader.read(65536):
+                for frame in decoder.feed(data):
+                    if not await self._accept_frame(frame, listener, responses, peer):
+                        return
+        except ProtocolError as exc:
+            log.warning("closing connection from %s: %s", peer, exc)
+        except ConnectionError:
+            pass
+        finally:
+            await responses.put(None)  # the sender finishes what was asked before closing
+            await sender
+
+    async def _accept_frame(self, frame: bytes, listener: Listener, responses: asyncio.Queue,
+                            peer: object) -> bool:
+        decoded = decode_request(frame)
+        future = asyncio.get_running_loop().create_future()
+        if isinstance(decoded, Request):
+            await responses.put(future)
+            await self.request_queue.put(_InFlight(decoded, listener, future, time.monotonic()))
+            return True
+        header = decoded.header
+        if isinstance(decoded, UnsupportedVersion) and header is not None and header.api_key == ApiKey.API_VERSIONS:
+            # Too new an ApiVersions gets a v0 answer so the client can retry lower; never close here.
+            future.set_result(encode_response(ApiKey.API_VERSIONS, 0, header.correlation_id,
+                                              handle_api_versions(header)))
+            await responses.put(future)
+            return True
+        log.warning("closing connection from %s: %s", peer, decoded.reason)
+        if header is not None:
+            self.metrics.errors[ApiKey(header.api_key).name if header.api_key in ApiKey._value2member_map_
+                                else str(header.api_key)] += 1
+        return False
+
+    async def _send_responses(self, writer: asyncio.StreamWriter, responses: asyncio.Queue, peer: object) -> None:
+        try:
+            while (future := await responses.get()) is not None:
+                try:
+                    payload = await future
+                except Exception as exc:
+                    log.error("closing connection from %s: the request failed: %r", peer, exc)
+                    return
+                if payload is _NO_RESPONSE:
+                    continue
+                writer.write(frame_response(payload))
+                await writer.drain()
+        except ConnectionError:
+            pass
+        finally:
+            writer.close()
+
+    # --- the handler pool ------------------------------------------------------------------------------
+
+    async def _handle_requests(self) -> None:
+        while True:
+            item = await self.request_queue.get()
+            header = item.request.header
+            name = ApiKey(header.api_key).name
+            dequeued = time.monotonic()
+            try:
+                response = await self.handler(item.request, item.listener)
+                payload = _NO_RESPONSE if response is None else encode_response(
+                    header.api_key, header.api_version, header.correlation_id, response)
+                item.response.set_result(payload)
+            except Exception as exc:
+                log.exception("%s v%d from %s failed", name, header.api_version, header.client_id)
+                self.metrics.errors[name] += 1
+                item.response.set_exception(exc)
+            finished = time.monotonic()
+            metrics = self.metrics
+            metrics.requests[name] += 1
+            metrics.request_queue_time_ms[name] += (dequeued - item.received) * 1000
+            metrics.local_time_ms[name] += (finished - dequeued) * 1000
+            metrics.total_time_ms[name] += (finished - item.received) * 1000
