@@ -116,8 +116,16 @@ def start_cluster(tmp_path: Path, zk_server: str, brokers: int = 3, profile: str
                   overrides: dict[str, str] | None = None) -> RunningCluster:
     connect = f"{zk_server}/kafkasim-test-{uuid.uuid4().hex[:10]}"
     data_dir = tmp_path / "cluster"
-    spec = up(data_dir, brokers=brokers, zookeeper=connect, profile=profile, overrides=overrides, base_port=0,
-              say=lambda _: None)
+    try:
+        spec = up(data_dir, brokers=brokers, zookeeper=connect, profile=profile, overrides=overrides, base_port=0,
+                  say=lambda _: None)
+    except Exception:
+        # brokers started before the failure would outlive the test: stop them by their PID files
+        for pid_path in data_dir.glob("broker-*/broker.pid"):
+            pid = ClusterLayout(data_dir).broker_pid(int(pid_path.parent.name.split("-")[1])).read()
+            if pid is not None:
+                os.killpg(pid, signal.SIGKILL)
+        raise
     return RunningCluster(data_dir, spec, connect)
 
 
