@@ -48,9 +48,12 @@ def test_one_controller_is_elected_and_every_znode_is_in_kafkas_format(cluster):
         assert registration["endpoints"] == [f"PLAINTEXT://127.0.0.1:{broker.client_port}",
                                              f"CLUSTER://127.0.0.1:{broker.cluster_port}"]
         assert stat.version == 1  # created and set in one multi-op, as Kafka does
-        registered = [e for e in cluster.traces(broker.broker_id) if isinstance(e, te.BrokerRegistered)]
+        # traces are written by a background thread: wait for the line rather than race it
+        registered = wait_until(lambda b=broker.broker_id: [e for e in cluster.traces(b)
+                                                            if isinstance(e, te.BrokerRegistered)], 10, "trace")
         assert registered[-1].broker_epoch == stat.czxid  # the broker epoch is the czxid
-    elected = [e for e in cluster.all_traces() if isinstance(e, te.ControllerElected)]
+    elected = wait_until(lambda: [e for e in cluster.all_traces() if isinstance(e, te.ControllerElected)], 10,
+                         "the election trace")
     assert [e.broker_id for e in elected] == [state.controller_id]
 
     make_topic(cluster, "fmt", 2, 3)
@@ -72,7 +75,8 @@ def test_controller_failover_after_kill9(cluster):
                        SESSION_S + 15, "a new controller")
     assert state.controller_epoch == 2
     assert old not in {b.broker_id for b in state.brokers}
-    elected = [e for e in cluster.traces(state.controller_id) if isinstance(e, te.ControllerElected)]
+    elected = wait_until(lambda: [e for e in cluster.traces(state.controller_id)
+                                  if isinstance(e, te.ControllerElected)], 10, "the election trace")
     assert elected[-1].controller_epoch == 2
     print(f"new controller after {time.monotonic() - started:.2f} s")
 
@@ -150,8 +154,9 @@ def test_brokers_refuse_control_requests_from_a_deposed_controller(cluster):
     old_epoch = pb.LeaderAndIsrRequest(controller_id=9, controller_epoch=1, broker_epoch=view.broker_epoch - 1)
     response = grpc_call(cluster, broker, lambda ch: ControlPlaneStub(ch).LeaderAndIsr(old_epoch, timeout=5))
     assert response.error_code == ErrorCode.stale_broker_epoch.value
-    refused = [e for e in cluster.traces(broker) if isinstance(e, te.ControlRequestApplied) and e.error_code]
-    assert {e.error_code for e in refused} == {11, 77}
+    wait_until(lambda: {e.error_code for e in cluster.traces(broker)
+                        if isinstance(e, te.ControlRequestApplied) and e.error_code} == {11, 77}, 10,
+               "both refusals in the trace")
 
 
 def test_controlled_shutdown_moves_leaders_before_the_broker_exits(cluster):
@@ -168,8 +173,9 @@ def test_controlled_shutdown_moves_leaders_before_the_broker_exits(cluster):
     assert steps == ["requested", "succeeded"]
     stopped = [e for e in cluster.traces(leaving) if isinstance(e, te.BrokerStopped)]
     assert stopped and stopped[0].clean
-    moved = [e for e in cluster.traces(controller)
-             if isinstance(e, te.LeaderElected) and e.election == "controlled_shutdown"]
+    moved = wait_until(lambda: [e for e in cluster.traces(controller)
+                                if isinstance(e, te.LeaderElected) and e.election == "controlled_shutdown"], 10,
+                       "the controller's election traces")
     assert sorted(e.partition for e in moved) == sorted(led)
     succeeded = next(e for e in cluster.traces(leaving) if getattr(e, "phase", "") == "succeeded")
     assert all(e.ts_ms <= succeeded.ts_ms for e in moved)
@@ -187,5 +193,6 @@ def test_a_broker_whose_session_expired_registers_again_with_a_new_epoch(cluster
     again = wait_until(lambda: next((b for b in cluster.state(topics=[]).brokers if b.broker_id == broker), None),
                        20, "the broker to register again")
     assert again.broker_epoch > stat.czxid
-    states = [e.state for e in cluster.traces(broker) if isinstance(e, te.SessionStateChanged)]
-    assert "expired" in states and "new_session" in states
+    wait_until(lambda: {"expired", "new_session"} <= {e.state for e in cluster.traces(broker)
+                                                      if isinstance(e, te.SessionStateChanged)}, 10,
+               "the session expiry and the new session in the broker's trace")
