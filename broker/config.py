@@ -24,15 +24,6 @@ PROFILES: dict[str, dict[str, str]] = {
 }
 
 
-# Broker-level names of the log settings; LogConfig maps them to the topic-level ones.
-LOG_PROPERTY_NAMES = (
-    "log.segment.bytes", "log.roll.ms", "log.roll.hours", "log.index.size.max.bytes", "log.index.interval.bytes",
-    "log.retention.ms", "log.retention.minutes", "log.retention.hours", "log.retention.bytes",
-    "log.flush.interval.messages", "log.flush.interval.ms", "message.max.bytes", "log.message.timestamp.type",
-    "log.message.timestamp.difference.max.ms", "log.segment.delete.delay.ms", "kafkasim.log.simulate.unflushed.loss",
-)
-
-
 class ConfigError(ValueError):
     """The configuration cannot be used; the message says which property and what to do."""
 
@@ -210,9 +201,9 @@ class KafkaConfig(BaseModel):
         lines = [f"kafkasim broker {self.broker_id}, profile {self.profile}"]
         for key, value in PROFILES[self.profile].items():
             lines.append(f"  profile sets {key}={value}")
-        from broker.log.config import LogConfig
+        from broker.log.config import broker_property_names, topic_property_names
 
-        log_keys = {f.alias for f in LogConfig.model_fields.values()} | set(LOG_PROPERTY_NAMES)
+        log_keys = broker_property_names() | topic_property_names()
         for key in (k for k in self.unknown_properties if k not in log_keys):
             lines.append(f"  warning: the configuration {key} was supplied but isn't a known config")
         return "\n".join(lines)

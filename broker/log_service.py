@@ -10,7 +10,7 @@ import logging
 import time
 from collections.abc import Mapping
 
-from broker.log.config import LogConfig
+from broker.log.config import LogConfig, topic_property_names
 from broker.log.errors import LogDirInUseError
 from broker.log.log import Log
 from broker.log.log_manager import LogManager
@@ -56,7 +56,7 @@ class LogService:
         except ZNodeDecodeError as exc:
             log.error("topic %s: using broker defaults, its config is unreadable: %s", topic, exc)
             return self.default_config
-        known = set(LogConfig.model_fields) | {f.alias for f in LogConfig.model_fields.values() if f.alias}
+        known = topic_property_names()
         merged = self.default_config.model_dump(by_alias=True) | {k: v for k, v in overrides.items() if k in known}
         return LogConfig.model_validate(merged)
 

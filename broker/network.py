@@ -31,6 +31,13 @@ Handler = Callable[[Request, Listener], Awaitable[ResponsePayload | None]]
 _NO_RESPONSE = b""
 
 
+def api_name(api_key: int) -> str:
+    try:
+        return ApiKey(api_key).name
+    except ValueError:
+        return str(api_key)
+
+
 @dataclass
 class RequestMetrics:
     """Kafka's request metrics, by their names (kafka.network:type=RequestMetrics,name=...,request=...)."""
@@ -120,8 +127,7 @@ class SocketServer:
             return True
         log.warning("closing connection from %s: %s", peer, decoded.reason)
         if header is not None:
-            self.metrics.errors[ApiKey(header.api_key).name if header.api_key in ApiKey._value2member_map_
-                                else str(header.api_key)] += 1
+            self.metrics.errors[api_name(header.api_key)] += 1
         return False
 
     async def _send_responses(self, writer: asyncio.StreamWriter, responses: asyncio.Queue, peer: object) -> None:
@@ -147,7 +153,7 @@ class SocketServer:
         while True:
             item = await self.request_queue.get()
             header = item.request.header
-            name = ApiKey(header.api_key).name
+            name = api_name(header.api_key)
             dequeued = time.monotonic()
             try:
                 response = await self.handler(item.request, item.listener)

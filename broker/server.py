@@ -35,7 +35,7 @@ from controller.controller import KafkaController
 from traces import events as te
 from traces.writer import TraceWriter
 from zk.client import SessionEvent, ZkClient
-from zk.znodes import BrokerIdZNode, ControllerZNode, ZNodeDecodeError
+from zk.znodes import BrokerIdZNode, ControllerZNode
 
 log = logging.getLogger(__name__)
 
@@ -197,7 +197,7 @@ class KafkaServer:
             controller_id = ControllerZNode.decode(data).brokerid
             raw, _ = await self.zk.get(BrokerIdZNode.path(controller_id))
             registration = BrokerIdZNode.decode(controller_id, raw)
-        except (ZNodeDecodeError, Exception) as exc:  # no controller right now, or it just moved
+        except Exception as exc:  # no controller right now, it just moved, or its znode is unreadable
             return ErrorCode.not_controller.value, [], f"no controller reachable ({exc!r})"
         endpoint = registration.endpoint(self.config.inter_broker_listener_name)
         if endpoint is None:

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 from cluster.admin import ClusterState, read_cluster_state
 from cluster.lifecycle import up, wait_for_cluster
-from cluster.processes import ClusterLayout, ClusterSpec, spawn_broker
+from cluster.processes import ClusterLayout, ClusterSpec, PidFile, spawn_broker
 from traces.events import parse_line
 from zk.client import ZkClient, connected
 
@@ -122,7 +122,7 @@ def start_cluster(tmp_path: Path, zk_server: str, brokers: int = 3, profile: str
     except Exception:
         # brokers started before the failure would outlive the test: stop them by their PID files
         for pid_path in data_dir.glob("broker-*/broker.pid"):
-            pid = ClusterLayout(data_dir).broker_pid(int(pid_path.parent.name.split("-")[1])).read()
+            pid = PidFile(pid_path).read()
             if pid is not None:
                 os.killpg(pid, signal.SIGKILL)
         raise

@@ -81,6 +81,16 @@ class LogConfig(BaseModel):
         return cls.model_validate(topic)
 
 
+def topic_property_names() -> frozenset[str]:
+    """The topic-level names a /config/topics/<t> entry may set for the log."""
+    return frozenset(field.alias or name for name, field in LogConfig.model_fields.items())
+
+
+def broker_property_names() -> frozenset[str]:
+    """The broker-level names (log.*) that set every topic's log defaults."""
+    return frozenset(_BROKER_TO_TOPIC) | {"log.roll.hours", "log.retention.minutes", "log.retention.hours"}
+
+
 _BROKER_TO_TOPIC = {
     "log.segment.bytes": "segment.bytes",
     "log.roll.ms": "segment.ms",
