@@ -170,3 +170,22 @@ def test_up_starts_zookeeper_and_down_stops_exactly_those_processes(tmp_path):
                     os.killpg(int(path.read_text().split()[0]), signal.SIGKILL)
                 except (ProcessLookupError, ValueError):
                     pass
+
+
+def test_status_and_kill_through_the_cli(cluster):
+    made = kafkasim(cluster, "topic", "create", "cli", "--partitions", "1", "--replication-factor", "3")
+    assert made.returncode == 0, made.stderr
+    wait_until(lambda: json.loads(kafkasim(cluster, "status", "--json").stdout)["partitions"][0]["leader"] >= 0,
+               15, "a leader in status")
+    status = json.loads(kafkasim(cluster, "status", "--json").stdout)
+    assert status["controller"]["epoch"] == 1 and {b["broker_id"] for b in status["brokers"]} == {1, 2, 3}
+    leader = status["partitions"][0]["leader"]
+    killed = kafkasim(cluster, "kill", "--leader-of", "cli/0")
+    assert killed.returncode == 0 and f"SIGKILL to broker {leader}" in killed.stdout
+    wait_until(lambda: json.loads(kafkasim(cluster, "status", "--json").stdout)["partitions"][0]["leader"]
+               not in (-1, leader), SESSION_S + 15, "status to show the new leader")
+    controller = json.loads(kafkasim(cluster, "status", "--json").stdout)["controller"]["id"]
+    stopped = kafkasim(cluster, "kill", "--controller", "--signal", "TERM")
+    assert stopped.returncode == 0 and f"SIGTERM to broker {controller}" in stopped.stdout
+    wait_until(lambda: cluster.pid(controller) is None, 30, "the controller to shut down")
+    assert kafkasim(cluster, "kill", "--leader-of", "nope/0").returncode == 2
