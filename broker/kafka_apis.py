@@ -14,6 +14,7 @@ from kio.static.constants import EntityType
 from kio.static.protocol import ResponsePayload
 
 from broker.config import Listener
+from broker.handlers import admin, fetch, offsets, produce
 from broker.protocol.api_versions import handle_api_versions
 from broker.protocol.build import build
 from broker.protocol.messages import Request
@@ -34,12 +35,26 @@ def response_module(api_key: int, version: int):
     return load_payload_module(api_key, version, EntityType.response)
 
 
+
+
 class KafkaApis:
     def __init__(self, server: KafkaServer) -> None:
         self.server = server
+        served = {
+            ApiKey.PRODUCE: produce.handle_produce,
+            ApiKey.FETCH: fetch.handle_fetch,
+            ApiKey.LIST_OFFSETS: offsets.handle_list_offsets,
+            ApiKey.OFFSET_FOR_LEADER_EPOCH: offsets.handle_offset_for_leader_epoch,
+            ApiKey.CREATE_TOPICS: admin.handle_create_topics,
+            ApiKey.DELETE_TOPICS: admin.handle_delete_topics,
+            ApiKey.INIT_PRODUCER_ID: admin.handle_init_producer_id,
+            ApiKey.DESCRIBE_CONFIGS: admin.handle_describe_configs,
+        }
         self._handlers: dict[int, Callable] = {
             ApiKey.API_VERSIONS: self.handle_api_versions,
             ApiKey.METADATA: self.handle_metadata,
+            **{key: (lambda request, _listener, f=function: f(self.server, request))
+               for key, function in served.items()},
         }
 
     async def handle(self, request: Request, listener: Listener) -> ResponsePayload | None:
@@ -72,11 +87,16 @@ class KafkaApis:
         known = cache.topics()
         requested = request.body.topics
         names = sorted(known) if requested is None else [t.name for t in requested]
+        # v1-v3 have no flag: those clients always asked for auto-creation
+        allow_auto_create = getattr(request.body, "allow_auto_topic_creation", True)
         topics = []
         for name in names:
             states = known.get(name)
             if states is None:
-                topics.append(build(module.MetadataResponseTopic, error_code=ErrorCode.unknown_topic_or_partition,
+                error = ErrorCode.unknown_topic_or_partition
+                if allow_auto_create and self.server.config.auto_create_topics_enable:
+                    error = await admin.auto_create_topic(self.server, name)
+                topics.append(build(module.MetadataResponseTopic, error_code=error,
                                     name=name, is_internal=False, partitions=(),
                                     topic_authorized_operations=AUTHORIZED_OPERATIONS_NOT_REQUESTED))
                 continue

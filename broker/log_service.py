@@ -8,10 +8,10 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from broker.log.config import LogConfig, topic_property_names
-from broker.log.errors import LogDirInUseError
+from broker.log.errors import CorruptCheckpointError, LogDirInUseError
 from broker.log.log import Log
 from broker.log.log_manager import LogManager
 from broker.replica_manager import ReplicaState, TopicPartition
@@ -23,6 +23,8 @@ log = logging.getLogger(__name__)
 # Kafka's log.flush.offset.checkpoint.interval.ms and log.flush.start.offset.checkpoint.interval.ms
 CHECKPOINT_INTERVAL_S = 60.0
 FLUSH_CHECK_INTERVAL_S = 1.0
+HIGH_WATERMARK_CHECKPOINT_INTERVAL_S = 5.0  # replica.high.watermark.checkpoint.interval.ms
+RETENTION_CHECK_INTERVAL_S = 300.0  # log.retention.check.interval.ms
 
 
 def now_ms() -> int:
@@ -34,11 +36,21 @@ class LogDirectoryError(RuntimeError):
 
 
 class LogService:
-    def __init__(self, config_properties: Mapping[str, str], log_dirs: list, zk: ZkClient) -> None:
+    def __init__(self, config_properties: Mapping[str, str], log_dirs: list, zk: ZkClient, *,
+                 high_watermarks: Callable[[], Mapping[TopicPartition, int]]) -> None:
         self.default_config = LogConfig.from_broker_properties(config_properties)
         self.manager = LogManager(log_dirs, self.default_config, clock=now_ms)
         self.zk = zk
+        self._high_watermarks = high_watermarks
         self._task: asyncio.Task | None = None
+
+    def read_high_watermarks(self) -> dict[TopicPartition, int]:
+        try:
+            return self.manager.read_high_watermarks()
+        except CorruptCheckpointError as exc:
+            # Starting from 0 only makes this replica's HW lag until its leader sends the real one.
+            log.error("%s; high watermarks start from 0", exc)
+            return {}
 
     def startup(self) -> None:
         try:
@@ -60,28 +72,32 @@ class LogService:
         merged = self.default_config.model_dump(by_alias=True) | {k: v for k, v in overrides.items() if k in known}
         return LogConfig.model_validate(merged)
 
-    async def ensure_log(self, state: ReplicaState, is_leader: bool) -> Log:
+    async def ensure_log(self, state: ReplicaState) -> Log:
         tp = (state.topic, state.partition)
         existing = self.manager.get_log(*tp)
         if existing is None:
             self.manager.topic_configs[state.topic] = await self._topic_config(state.topic)
             existing = self.manager.get_or_create_log(*tp)
-        if is_leader:
-            # Kafka 2.1+: a new leader records at once where its epoch starts, so followers can
-            # truncate to the right place even before the first append of the epoch.
-            existing.maybe_assign_epoch_start_offset(state.leader_epoch, existing.log_end_offset)
         return existing
 
     def delete(self, tp: TopicPartition) -> None:
         self.manager.delete_log(tp)
 
     async def _periodic(self) -> None:
-        last_checkpoint = time.monotonic()
+        last_checkpoint = last_high_watermarks = last_retention = time.monotonic()
         while True:
             await asyncio.sleep(FLUSH_CHECK_INTERVAL_S)
             try:
                 self.manager.flush_dirty_logs()
                 self.manager.delete_expired_files()
+                now = time.monotonic()
+                if now - last_high_watermarks >= HIGH_WATERMARK_CHECKPOINT_INTERVAL_S:
+                    self.manager.write_high_watermarks(self._high_watermarks())
+                    last_high_watermarks = now
+                if now - last_retention >= RETENTION_CHECK_INTERVAL_S:
+                    # only below the high watermark: retention never deletes what followers still need
+                    self.manager.cleanup_logs(self._high_watermarks())
+                    last_retention = now
                 if time.monotonic() - last_checkpoint >= CHECKPOINT_INTERVAL_S:
                     self.manager.checkpoint_recovery_points()
                     self.manager.checkpoint_log_start_offsets()
@@ -94,4 +110,5 @@ class LogService:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+        self.manager.write_high_watermarks(self._high_watermarks())
         self.manager.shutdown()

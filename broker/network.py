@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import struct
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -17,18 +18,36 @@ from dataclasses import dataclass, field
 from kio.static.protocol import ResponsePayload
 
 from broker.config import Listener
+from broker.log.file_records import FileRegion
 from broker.protocol.api_versions import handle_api_versions
 from broker.protocol.codec import decode_request, encode_response
 from broker.protocol.errors import ProtocolError, UnsupportedVersion
 from broker.protocol.framing import FrameDecoder, frame_response
 from broker.protocol.messages import Request
 from broker.protocol.versions import ApiKey
+from broker.protocol.zero_copy import Part, ZeroCopyResponse, encode_zero_copy, parts_size
 
 log = logging.getLogger(__name__)
 
-# A handler answers a request with a kio response, or None when the client expects no answer (acks=0).
-Handler = Callable[[Request, Listener], Awaitable[ResponsePayload | None]]
+# A handler answers a request with a kio response (or one whose record sets stay on disk until sent),
+# or None when the client expects no answer (acks=0).
+Handler = Callable[[Request, Listener], Awaitable["ResponsePayload | ZeroCopyResponse | Delayed | None"]]
 _NO_RESPONSE = b""
+_SIZE = struct.Struct(">i")
+
+
+@dataclass
+class Delayed:
+    """A handler's answer that is not ready yet: ``future`` completes from a purgatory, then ``finish``
+    turns its result into the response."""
+
+    future: asyncio.Future
+    finish: Callable[[object], ResponsePayload | ZeroCopyResponse | None]
+
+
+class CloseConnectionError(Exception):
+    """The handler wants the connection closed instead of an answer (an acks=0 produce that failed:
+    Kafka closes the connection so the producer notices and refreshes its metadata)."""
 
 
 def api_name(api_key: int) -> str:
@@ -46,6 +65,7 @@ class RequestMetrics:
     errors: Counter = field(default_factory=Counter)             # ErrorsPerSec
     request_queue_time_ms: Counter = field(default_factory=Counter)   # RequestQueueTimeMs (sum)
     local_time_ms: Counter = field(default_factory=Counter)      # LocalTimeMs (sum)
+    remote_time_ms: Counter = field(default_factory=Counter)     # RemoteTimeMs (sum: purgatory waits)
     response_send_time_ms: Counter = field(default_factory=Counter)   # ResponseSendTimeMs (sum)
     total_time_ms: Counter = field(default_factory=Counter)      # TotalTimeMs (sum)
 
@@ -135,38 +155,103 @@ class SocketServer:
             while (future := await responses.get()) is not None:
                 try:
                     payload = await future
+                except CloseConnectionError as exc:
+                    log.info("closing connection from %s: %s", peer, exc)
+                    return
                 except Exception as exc:
                     log.error("closing connection from %s: the request failed: %r", peer, exc)
                     return
                 if payload is _NO_RESPONSE:
                     continue
-                writer.write(frame_response(payload))
-                await writer.drain()
+                if isinstance(payload, list):
+                    await self._send_parts(writer, payload)
+                else:
+                    writer.write(frame_response(payload))
+                    await writer.drain()
         except ConnectionError:
             pass
         finally:
             writer.close()
+
+    @staticmethod
+    async def _send_parts(writer: asyncio.StreamWriter, parts: list[Part]) -> None:
+        """Bytes are written, file regions go with sendfile straight from the segment files."""
+        loop = asyncio.get_running_loop()
+        writer.write(_SIZE.pack(parts_size(parts)))
+        for part in parts:
+            if not isinstance(part, FileRegion):
+                writer.write(part)
+                continue
+            await writer.drain()
+            # A private file description: sendfile moves the file offset, and the segment's own fd
+            # must keep its offset for appends. /proc/self/fd also follows a segment renamed for deletion.
+            with open(f"/proc/self/fd/{part.fd}", "rb") as file:
+                sent = await loop.sendfile(writer.transport, file, part.position, part.size)
+            if sent != part.size:
+                raise ConnectionError(f"{part.path} shrank while being sent ({sent} of {part.size} bytes)")
+        await writer.drain()
 
     # --- the handler pool ------------------------------------------------------------------------------
 
     async def _handle_requests(self) -> None:
         while True:
             item = await self.request_queue.get()
-            header = item.request.header
-            name = api_name(header.api_key)
             dequeued = time.monotonic()
             try:
                 response = await self.handler(item.request, item.listener)
-                payload = _NO_RESPONSE if response is None else encode_response(
-                    header.api_key, header.api_version, header.correlation_id, response)
-                item.response.set_result(payload)
             except Exception as exc:
-                log.exception("%s v%d from %s failed", name, header.api_version, header.client_id)
-                self.metrics.errors[name] += 1
-                item.response.set_exception(exc)
-            finished = time.monotonic()
-            metrics = self.metrics
-            metrics.requests[name] += 1
-            metrics.request_queue_time_ms[name] += (dequeued - item.received) * 1000
-            metrics.local_time_ms[name] += (finished - dequeued) * 1000
-            metrics.total_time_ms[name] += (finished - item.received) * 1000
+                self._fail(item, exc)
+                self._record(item, dequeued, time.monotonic(), None)
+                continue
+            local_done = time.monotonic()
+            if isinstance(response, Delayed):
+                # Parked in a purgatory: free this handler now; whoever completes the operation answers.
+                response.future.add_done_callback(
+                    lambda future, item=item, delayed=response, started=dequeued, local=local_done:
+                    self._finish_delayed(item, delayed, future, started, local))
+                continue
+            self._answer(item, response)
+            self._record(item, dequeued, local_done, None)
+
+    def _finish_delayed(self, item: _InFlight, delayed: Delayed, future: asyncio.Future, dequeued: float,
+                        local_done: float) -> None:
+        try:
+            response = delayed.finish(future.result())
+        except Exception as exc:
+            self._fail(item, exc)
+        else:
+            self._answer(item, response)
+        self._record(item, dequeued, local_done, time.monotonic())
+
+    def _answer(self, item: _InFlight, response: ResponsePayload | ZeroCopyResponse | None) -> None:
+        header = item.request.header
+        try:
+            if response is None:
+                payload: bytes | list[Part] = _NO_RESPONSE
+            elif isinstance(response, ZeroCopyResponse):
+                payload = encode_zero_copy(header.api_key, header.api_version, header.correlation_id, response)
+            else:
+                payload = encode_response(header.api_key, header.api_version, header.correlation_id, response)
+        except Exception as exc:
+            self._fail(item, exc)
+            return
+        item.response.set_result(payload)
+
+    def _fail(self, item: _InFlight, exc: BaseException) -> None:
+        header = item.request.header
+        name = api_name(header.api_key)
+        if not isinstance(exc, CloseConnectionError):
+            log.error("%s v%d from %s failed", name, header.api_version, header.client_id, exc_info=exc)
+        self.metrics.errors[name] += 1
+        item.response.set_exception(exc)
+
+    def _record(self, item: _InFlight, dequeued: float, local_done: float, remote_done: float | None) -> None:
+        name = api_name(item.request.header.api_key)
+        metrics = self.metrics
+        finished = remote_done if remote_done is not None else local_done
+        metrics.requests[name] += 1
+        metrics.request_queue_time_ms[name] += (dequeued - item.received) * 1000
+        metrics.local_time_ms[name] += (local_done - dequeued) * 1000
+        if remote_done is not None:
+            metrics.remote_time_ms[name] += (remote_done - local_done) * 1000
+        metrics.total_time_ms[name] += (finished - item.received) * 1000

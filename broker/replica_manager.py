@@ -1,5 +1,9 @@
-"""ReplicaManager: every partition replica this broker hosts, and its role as the controller last
-decided it. Pure state machine: LeaderAndIsr and StopReplica in, errors and role changes out."""
+"""ReplicaManager: every partition replica this broker hosts, its role as the controller last decided it,
+and the appends and reads that go through those replicas (Kafka's ReplicaManager).
+
+Synchronous and loop-free: LeaderAndIsr and StopReplica in, errors and role changes out; produce and
+fetch answer through a ``respond`` callback, at once or later from the produce and fetch purgatories.
+"Now" is passed in; whoever owns the manager drives the purgatories' timers."""
 
 from __future__ import annotations
 
@@ -9,6 +13,17 @@ from dataclasses import dataclass
 from kio.schema.errors import ErrorCode
 
 from broker.control_fencing import check_control_request
+from broker.delayed_ops import (
+    DelayedFetch,
+    DelayedProduce,
+    FetchParams,
+    FetchPartitionResult,
+    ProducePartitionStatus,
+    partition_error,
+)
+from broker.log.errors import InvalidRecordBatchError, OffsetOutOfRangeError
+from broker.partition import IsrProposal, Partition, PartitionError
+from broker.purgatory.purgatory import DelayedOperationPurgatory, TopicPartitionOperationKey
 from clusterplane import cluster_pb2 as pb
 
 TopicPartition = tuple[str, int]
@@ -91,3 +106,164 @@ class ReplicaManager:
 
     def leader_partitions(self) -> list[TopicPartition]:
         return sorted(tp for tp, state in self.partitions.items() if state.is_leader(self.broker_id))
+
+
+class ReplicaIO:
+    """Produce and fetch through the Partitions hosted here, with the acks=all and long-poll purgatories."""
+
+    def __init__(self, manager: ReplicaManager, *,
+                 known_in_metadata: Callable[[TopicPartition], bool],
+                 min_insync_replicas: Callable[[Partition], int],
+                 on_isr_proposal: Callable[[IsrProposal], None] | None = None) -> None:
+        self.manager = manager
+        self.hosted: dict[TopicPartition, Partition] = {}
+        self.produce_purgatory = DelayedOperationPurgatory("Produce")
+        self.fetch_purgatory = DelayedOperationPurgatory("Fetch")
+        self._known_in_metadata = known_in_metadata
+        self._min_insync = min_insync_replicas
+        self._on_isr_proposal = on_isr_proposal or (lambda proposal: None)
+
+    # --- lookup -------------------------------------------------------------------------------------
+
+    def partition_or_error(self, tp: TopicPartition) -> Partition:
+        partition = self.hosted.get(tp)
+        if partition is not None:
+            return partition
+        # Kafka's getPartitionOrException: a partition the cluster knows but this broker does not host
+        # sends the client back to Metadata; one nobody knows is unknown.
+        if tp in self.manager.partitions or self._known_in_metadata(tp):
+            raise PartitionError(ErrorCode.not_leader_or_follower,
+                                 f"broker {self.manager.broker_id} does not lead {tp[0]}-{tp[1]}")
+        raise PartitionError(ErrorCode.unknown_topic_or_partition, f"{tp[0]}-{tp[1]} does not exist")
+
+    def leader_partition(self, tp: TopicPartition) -> Partition:
+        partition = self.partition_or_error(tp)
+        if not partition.is_leader:
+            raise PartitionError(ErrorCode.not_leader_or_follower,
+                                 f"broker {self.manager.broker_id} is not the leader of {tp[0]}-{tp[1]}")
+        return partition
+
+    def wake(self, tp: TopicPartition, high_watermark_moved: bool) -> None:
+        key = TopicPartitionOperationKey(*tp)
+        if high_watermark_moved:
+            self.produce_purgatory.check_and_complete(key)
+        self.fetch_purgatory.check_and_complete(key)
+
+    # --- produce ------------------------------------------------------------------------------------
+
+    def append_records(self, entries: dict[TopicPartition, bytes], required_acks: int, timeout_ms: int,
+                       now_ms: int, respond: Callable[[dict[TopicPartition, ProducePartitionStatus]], None],
+                       check: Callable[[Partition, bytes], ProducePartitionStatus | None] | None = None) -> None:
+        """Append each partition's records as leader; ``check`` may answer a partition without appending
+        (an idempotent producer's duplicate or a sequence error)."""
+        statuses: dict[TopicPartition, ProducePartitionStatus] = {}
+        if required_acks not in (-1, 0, 1):
+            respond({tp: ProducePartitionStatus(ErrorCode.invalid_required_acks) for tp in entries})
+            return
+        for tp, records in entries.items():
+            statuses[tp] = status = self._append_one(tp, records, required_acks, now_ms, check)
+            if status.error == ErrorCode.none and status.required_offset >= 0:
+                status.acks_pending = required_acks == -1
+        if not any(status.acks_pending for status in statuses.values()):
+            respond(statuses)
+            return
+        operation = DelayedProduce(timeout_ms, statuses, self.hosted.get, self._min_insync, respond)
+        keys = [TopicPartitionOperationKey(*tp) for tp, status in statuses.items() if status.acks_pending]
+        self.produce_purgatory.try_complete_else_watch(operation, keys, now_ms)
+
+    def _append_one(self, tp: TopicPartition, records: bytes, required_acks: int, now_ms: int,
+                    check: Callable[[Partition, bytes], ProducePartitionStatus | None] | None
+                    ) -> ProducePartitionStatus:
+        try:
+            partition = self.leader_partition(tp)
+            early = check(partition, records) if check is not None else None
+            if early is not None:
+                return early
+            before = partition.high_watermark
+            info = partition.append_records_to_leader(records, required_acks, self._min_insync(partition), now_ms)
+        except PartitionError as exc:
+            return ProducePartitionStatus(exc.error_code, error_message=str(exc))
+        except InvalidRecordBatchError as exc:
+            return ProducePartitionStatus(exc.error_code, error_message=str(exc))
+        self.wake(tp, partition.high_watermark > before)
+        if info is None:
+            return ProducePartitionStatus(ErrorCode.none, log_start_offset=partition.log.log_start_offset)
+        return ProducePartitionStatus(ErrorCode.none, base_offset=info.first_offset,
+                                      log_append_time=info.log_append_time,
+                                      log_start_offset=info.log_start_offset,
+                                      required_offset=info.last_offset + 1)
+
+    # --- fetch --------------------------------------------------------------------------------------
+
+    def fetch_messages(self, params: FetchParams, now_ms: int,
+                       respond: Callable[[dict[TopicPartition, FetchPartitionResult]], None]) -> None:
+        """Answer at once if there is enough to read (or an error), else park in the fetch purgatory."""
+        if params.replica_id >= 0:
+            self._update_follower_fetch_states(params, now_ms)
+        results = self.read_from_local_logs(params)
+        available = sum(r.read.size for r in results.values() if r.read is not None)
+        immediate = (params.max_wait_ms <= 0 or not params.partitions or available >= params.min_bytes
+                     or any(r.error != ErrorCode.none or r.diverging_epoch is not None for r in results.values()))
+        if immediate:
+            respond(results)
+            return
+        operation = DelayedFetch(params, self.read_from_local_logs, respond)
+        keys = [TopicPartitionOperationKey(p.topic, p.partition) for p in params.partitions]
+        self.fetch_purgatory.try_complete_else_watch(operation, keys, now_ms)
+
+    def _update_follower_fetch_states(self, params: FetchParams, now_ms: int) -> None:
+        for request in params.partitions:
+            tp = (request.topic, request.partition)
+            partition = self.hosted.get(tp)
+            if partition is None or not partition.is_leader:
+                continue
+            try:
+                partition.check_leader_epoch(request.current_leader_epoch)
+                if request.fetch_offset > partition.log_end_offset:
+                    continue  # a diverged follower: it truncates first, its LEO means nothing yet
+                moved = partition.update_follower_fetch_state(params.replica_id, request.fetch_offset,
+                                                              request.log_start_offset, partition.log_end_offset,
+                                                              now_ms)
+            except PartitionError:
+                continue
+            proposal = partition.isr_to_expand(params.replica_id)
+            if proposal is not None:
+                self._on_isr_proposal(proposal)
+            if moved:
+                self.wake(tp, True)
+
+    def read_from_local_logs(self, params: FetchParams) -> dict[TopicPartition, FetchPartitionResult]:
+        results: dict[TopicPartition, FetchPartitionResult] = {}
+        budget = params.max_bytes
+        for request in params.partitions:
+            tp = (request.topic, request.partition)
+            try:
+                partition = self.leader_partition(tp)
+                # Kafka returns at least one batch, however large, for the first partition with data,
+                # so a consumer or follower never stalls on a batch bigger than its limits.
+                read = partition.read_records(request.fetch_offset, max(0, min(request.max_bytes, budget)),
+                                              isolation=params.isolation,
+                                              current_leader_epoch=request.current_leader_epoch,
+                                              min_one_message=budget == params.max_bytes)
+            except PartitionError as exc:
+                results[tp] = partition_error(exc)
+                continue
+            except OffsetOutOfRangeError as exc:
+                results[tp] = FetchPartitionResult(ErrorCode.offset_out_of_range, error_message=str(exc))
+                continue
+            budget -= read.size
+            results[tp] = FetchPartitionResult(ErrorCode.none, read)
+        return results
+
+    # --- lifecycle ----------------------------------------------------------------------------------
+
+    def attach(self, partition: Partition) -> None:
+        self.hosted[partition.topic_partition] = partition
+
+    def detach(self, tp: TopicPartition) -> Partition | None:
+        removed = self.hosted.pop(tp, None)
+        self.wake(tp, True)  # parked produces and fetches answer NOT_LEADER / UNKNOWN now
+        return removed
+
+    def high_watermarks(self) -> dict[TopicPartition, int]:
+        return {tp: partition.high_watermark for tp, partition in self.hosted.items()}

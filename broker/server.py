@@ -23,7 +23,10 @@ from broker.registration import (
     register_broker,
     registration_for,
 )
-from broker.replica_manager import ReplicaManager, ReplicaState, TopicPartition
+from broker.partition import LeadershipState, Partition
+from broker.producer_id_manager import ProducerIdManager
+from broker.purgatory.asyncio_timer import AsyncioTimer
+from broker.replica_manager import ReplicaIO, ReplicaManager, ReplicaState, TopicPartition
 from clusterplane import cluster_pb2 as pb
 from clusterplane.cluster_pb2_grpc import (
     ControlPlaneStub,
@@ -62,8 +65,18 @@ class KafkaServer:
         self.zk = ZkClient(config.zookeeper_connect, config.zookeeper_session_timeout_ms,
                            config.zookeeper_connection_timeout_ms)
         self.replica_manager = ReplicaManager(config.broker_id, self._on_role_change)
-        self.log_service = LogService(config.model_extra or {}, config.all_log_dirs, self.zk)
         self.metadata_cache = MetadataCache()
+        self.replica_io = ReplicaIO(
+            self.replica_manager,
+            known_in_metadata=lambda tp: tp in self.metadata_cache.partitions,
+            min_insync_replicas=lambda partition: partition.log.config.min_insync_replicas)
+        log_properties = {**(config.model_extra or {}), "min.insync.replicas": str(config.min_insync_replicas)}
+        self.log_service = LogService(log_properties, config.all_log_dirs, self.zk,
+                                      high_watermarks=self._high_watermarks_to_checkpoint)
+        self.producer_ids = ProducerIdManager(config.broker_id, self.zk)
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._timers: list[AsyncioTimer] = []
+        self._checkpointed_high_watermarks: dict[TopicPartition, int] = {}
         self.controller: KafkaController | None = None
         self.cluster_id: str | None = None
         self._grpc_server: grpc.aio.Server | None = None
@@ -74,10 +87,26 @@ class KafkaServer:
 
     # --- start ------------------------------------------------------------------------------------------
 
+    def _high_watermarks_to_checkpoint(self) -> dict[TopicPartition, int]:
+        # logs not hosted yet (after a restart, before LeaderAndIsr) keep the HW they had on disk
+        return {**self._checkpointed_high_watermarks, **self.replica_io.high_watermarks()}
+
+    def now_ms(self) -> int:
+        """The loop's monotonic clock in ms: purgatory timeouts and replica lag times are measured on it."""
+        return int(self.loop.time() * 1000)
+
+    @property
+    def is_controller(self) -> bool:
+        return self.controller is not None and self.controller.is_active
+
     async def startup(self) -> None:
+        self.loop = asyncio.get_running_loop()
         for listener in self.config.bound_listeners:
             check_port_free(listener)
         self.log_service.startup()
+        self._checkpointed_high_watermarks = self.log_service.read_high_watermarks()
+        self._timers = [AsyncioTimer(self.replica_io.produce_purgatory.timer, self.loop),
+                        AsyncioTimer(self.replica_io.fetch_purgatory.timer, self.loop)]
         await self._start_cluster_plane()
         await self._start_client_listeners()
         self.zk.add_session_listener(self._on_session_event)
@@ -149,17 +178,43 @@ class KafkaServer:
     async def apply_leader_and_isr(self, request: pb.LeaderAndIsrRequest) -> pb.LeaderAndIsrResponse:
         response = self.replica_manager.become_leader_or_follower(request)
         for error in response.partition_errors:
-            state = self.replica_manager.partitions.get((error.topic, error.partition))
+            tp = (error.topic, error.partition)
+            state = self.replica_manager.partitions.get(tp)
             if error.error_code == 0 and state is not None:
-                await self.log_service.ensure_log(state, state.is_leader(self.broker_id))
+                await self._become(tp, state)
         return response
+
+    async def _become(self, tp: TopicPartition, state: ReplicaState) -> None:
+        partition = self.replica_io.hosted.get(tp)
+        if partition is None:
+            log_ = await self.log_service.ensure_log(state)
+            partition = Partition(tp[0], tp[1], self.broker_id, log_, self.config.replica_lag_time_max_ms,
+                                  high_watermark=self._checkpointed_high_watermarks.get(tp, 0))
+            self.replica_io.attach(partition)
+        leadership = LeadershipState(state.leader, state.leader_epoch, tuple(state.isr), state.zk_version,
+                                     tuple(state.replicas), state.controller_epoch)
+        if state.is_leader(self.broker_id):
+            partition.make_leader(leadership, self.now_ms())
+        else:
+            partition.make_follower(leadership)
+        self.replica_io.wake(tp, True)  # parked requests re-check: they may be answered NOT_LEADER now
 
     def apply_stop_replica(self, request: pb.StopReplicaRequest) -> pb.StopReplicaResponse:
         response = self.replica_manager.stop_replicas(request)
         for part, error in zip(request.partitions, response.partition_errors, strict=False):
+            tp = (part.topic, part.partition)
+            if error.error_code == 0 and tp not in self.replica_manager.partitions:
+                self.replica_io.detach(tp)
             if part.delete_partition and error.error_code == 0:
-                self.log_service.delete((part.topic, part.partition))
+                self.log_service.delete(tp)
         return response
+
+    def trace_produce(self, statuses: dict, acks: int) -> None:
+        for (topic, partition), status in statuses.items():
+            appended = status.error == ErrorCode.none and status.required_offset >= 0
+            self.trace.emit(te.ProduceAcknowledged, topic=topic, partition=partition, acks=acks,
+                            error=status.error.name, base_offset=status.base_offset if appended else -1,
+                            end_offset=status.required_offset if appended else -1)
 
     def _on_role_change(self, state: ReplicaState | None, tp: TopicPartition, role: str) -> None:
         self.trace.emit(te.ReplicaRoleChanged, topic=tp[0], partition=tp[1], role=role,
@@ -225,6 +280,8 @@ class KafkaServer:
         # no control request may arrive once the logs and ZooKeeper are closed
         if self._grpc_server is not None:
             await self._grpc_server.stop(grace=0.5)
+        for timer in self._timers:
+            timer.close()
         await self.log_service.shutdown()
         await self.zk.close()
         self.trace.emit(te.BrokerStopped, clean=clean)

@@ -6,30 +6,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kazoo.exceptions import NodeExistsError
-
-from controller.assignment import (
-    InvalidReplicationFactorError,
-    assign_replicas_to_brokers,
-    validate_topic_name,
-)
-from zk.client import CreateOp, ZkClient
+from controller.admin_zk import live_broker_ids
+from zk.client import ZkClient
 from zk.znodes import (
-    BrokerIdsZNode,
     BrokerIdZNode,
     BrokerTopicsZNode,
     ControllerEpochZNode,
     ControllerZNode,
-    DeleteTopicsTopicZNode,
-    TopicConfigZNode,
     TopicPartitionStateZNode,
     TopicZNode,
     ZNodeDecodeError,
 )
-
-
-class AdminError(RuntimeError):
-    """What the user asked cannot be done; the message says why."""
 
 
 @dataclass
@@ -71,10 +58,6 @@ class ClusterState:
             "topics_being_deleted": self.topics_being_deleted,
             "problems": self.problems,
         }
-
-
-async def live_broker_ids(zk: ZkClient) -> list[int]:
-    return sorted(int(child) for child in await zk.get_children_or_empty(BrokerIdsZNode.path) if child.isdigit())
 
 
 async def read_cluster_state(zk: ZkClient, topics: list[str] | None = None) -> ClusterState:
@@ -126,35 +109,3 @@ async def read_cluster_state(zk: ZkClient, topics: list[str] | None = None) -> C
             partitions.append(view)
     deleting = sorted(await zk.get_children_or_empty("/admin/delete_topics"))
     return ClusterState(controller_id, controller_epoch, brokers, partitions, deleting, problems)
-
-
-async def create_topic(zk: ZkClient, topic: str, partitions: int, replication_factor: int,
-                       config: dict[str, str] | None = None) -> dict[int, list[int]]:
-    validate_topic_name(topic)
-    brokers = await live_broker_ids(zk)
-    if replication_factor > len(brokers):
-        raise InvalidReplicationFactorError(
-            f"replication factor {replication_factor} is larger than the {len(brokers)} live brokers "
-            f"({', '.join(map(str, brokers)) or 'none'})")
-    assignment = assign_replicas_to_brokers(brokers, partitions, replication_factor)
-    if await zk.exists(TopicZNode.path(topic)) is not None:
-        raise AdminError(f"topic {topic!r} already exists")
-    # Kafka writes the config znode first, then the assignment that the controller watches for.
-    try:
-        await zk.multi([CreateOp(TopicConfigZNode.path(topic), TopicConfigZNode.encode(config or {})),
-                        CreateOp(TopicZNode.path(topic), TopicZNode.encode(assignment))])
-    except Exception as exc:
-        cause = getattr(exc, "cause", exc)
-        if isinstance(cause, NodeExistsError):
-            raise AdminError(f"topic {topic!r} already exists (or is still being deleted)") from None
-        raise
-    return assignment
-
-
-async def delete_topic(zk: ZkClient, topic: str) -> None:
-    if await zk.exists(TopicZNode.path(topic)) is None:
-        raise AdminError(f"topic {topic!r} does not exist")
-    try:
-        await zk.create(DeleteTopicsTopicZNode.path(topic))
-    except NodeExistsError:
-        raise AdminError(f"topic {topic!r} is already marked for deletion") from None

@@ -11,9 +11,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from cluster.admin import create_topic, read_cluster_state
+from cluster.admin import read_cluster_state
 from cluster.lifecycle import down, up
 from cluster.processes import ClusterLayout, ClusterSpec
+from controller.admin_zk import create_topic
 from zk.client import connected
 
 

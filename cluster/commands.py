@@ -12,8 +12,9 @@ import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from cluster.admin import AdminError, ClusterState, create_topic, delete_topic, read_cluster_state
+from cluster.admin import ClusterState, read_cluster_state
 from cluster.processes import ClusterError, ClusterLayout, ClusterSpec
+from controller.admin_zk import AdminError, create_topic, delete_topic
 from controller.assignment import InvalidPartitionsError, InvalidReplicationFactorError, InvalidTopicError
 from zk.client import ZkClient, ZkUnavailableError, connected
 

@@ -121,6 +121,19 @@ class BrokerStopped(TraceEvent):
     clean: bool
 
 
+class ProduceAcknowledged(TraceEvent):
+    """A produce answered for one partition (acks=0: the append, no answer sent). ``end_offset`` is the
+    offset after the batch; on error nothing was appended and both offsets are -1."""
+
+    event: Literal["produce_acknowledged"] = "produce_acknowledged"
+    topic: str
+    partition: int
+    acks: int
+    error: str
+    base_offset: int
+    end_offset: int
+
+
 class TraceEventsDropped(TraceEvent):
     """Written as soon as the buffer has room again: this many events were lost before this line."""
 
@@ -131,7 +144,7 @@ class TraceEventsDropped(TraceEvent):
 AnyTraceEvent = Annotated[
     ControllerElected | ControllerResigned | ControllerWriteFenced | BrokerRegistered | SessionStateChanged
     | BrokerMembershipChanged | LeaderElected | TopicCreated | TopicDeleted | ControlRequestApplied
-    | ReplicaRoleChanged | ControlledShutdownStep | BrokerStopped | TraceEventsDropped,
+    | ReplicaRoleChanged | ControlledShutdownStep | BrokerStopped | ProduceAcknowledged | TraceEventsDropped,
     Field(discriminator="event"),
 ]
 

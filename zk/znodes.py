@@ -10,7 +10,7 @@ import json
 import time
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 
 class ZNodeDecodeError(ValueError):
@@ -308,6 +308,47 @@ class ClusterIdZNode:
         return _validate(ClusterIdInfo, ClusterIdZNode.path, data).id
 
 
+# --- /latest_producer_id_block ---------------------------------------------------------------------------
+
+
+class ProducerIdBlock(_Payload):
+    """The block of producer ids a broker claimed last; both ends inclusive. Kafka writes the ends as strings."""
+
+    version: int = 1
+    broker: int
+    block_start: int
+    block_end: int
+
+    @field_validator("block_start", "block_end", mode="before")
+    @classmethod
+    def _decimal_string(cls, value: Any) -> Any:
+        if isinstance(value, str) and not (value.isascii() and value.isdigit()):
+            raise ValueError(f"{value!r} is not a producer id")
+        return value
+
+    @model_validator(mode="after")
+    def _ordered(self) -> ProducerIdBlock:
+        if not 0 <= self.block_start <= self.block_end:
+            raise ValueError(f"block [{self.block_start}, {self.block_end}] is not a range of producer ids")
+        return self
+
+
+class ProducerIdBlockZNode:
+    path = "/latest_producer_id_block"
+
+    @staticmethod
+    def encode(block: ProducerIdBlock) -> bytes:
+        return _dumps({"version": 1, "broker": block.broker,
+                       "block_start": str(block.block_start), "block_end": str(block.block_end)})
+
+    @staticmethod
+    def decode(data: bytes | None) -> ProducerIdBlock | None:
+        """None while no broker has claimed a block: the znode is created empty at start-up."""
+        if not data:
+            return None
+        return _validate(ProducerIdBlock, ProducerIdBlockZNode.path, data)
+
+
 # Persistent paths every broker creates at start-up when absent (KafkaZkClient.createTopLevelPaths).
 PERSISTENT_PATHS = (
     "/consumers",
@@ -317,7 +358,7 @@ PERSISTENT_PATHS = (
     DeleteTopicsZNode.path,
     "/brokers/seqid",
     IsrChangeNotificationZNode.path,
-    "/latest_producer_id_block",
+    ProducerIdBlockZNode.path,
     "/log_dir_event_notification",
     "/config/topics",
     "/config/clients",

@@ -48,6 +48,8 @@ class LogConfig(BaseModel):
     message_timestamp_type: TimestampType = Field(TimestampType.CREATE_TIME, alias="message.timestamp.type")
     message_timestamp_difference_max_ms: int = Field(LONG_MAX, alias="message.timestamp.difference.max.ms", ge=0)
     file_delete_delay_ms: int = Field(60000, alias="file.delete.delay.ms", ge=0)
+    # Not a log setting, but a topic config Kafka keeps in LogConfig too: acks=all needs this many in sync.
+    min_insync_replicas: int = Field(1, alias="min.insync.replicas", ge=1)
     simulate_unflushed_loss: bool = Field(False, alias="kafkasim.log.simulate.unflushed.loss")
 
     def with_overrides(self, topic_properties: Mapping[str, Any]) -> LogConfig:
@@ -104,5 +106,6 @@ _BROKER_TO_TOPIC = {
     "log.message.timestamp.type": "message.timestamp.type",
     "log.message.timestamp.difference.max.ms": "message.timestamp.difference.max.ms",
     "log.segment.delete.delay.ms": "file.delete.delay.ms",
+    "min.insync.replicas": "min.insync.replicas",
     "kafkasim.log.simulate.unflushed.loss": "kafkasim.log.simulate.unflushed.loss",
 }

@@ -10,6 +10,8 @@ from zk.znodes import (
     ControllerZNode,
     IsrChangeNotificationZNode,
     LeaderIsrAndControllerEpoch,
+    ProducerIdBlock,
+    ProducerIdBlockZNode,
     TopicConfigZNode,
     TopicPartitionStateZNode,
     TopicZNode,
@@ -87,3 +89,20 @@ def test_junk_payloads_raise_a_clear_decode_error(junk):
     with pytest.raises(ZNodeDecodeError) as info:
         TopicPartitionStateZNode.decode("t", 0, junk)
     assert "/brokers/topics/t/partitions/0/state" in str(info.value)
+
+
+def test_producer_id_block_is_kafkas_json_with_string_ends_and_empty_means_unclaimed():
+    encoded = ProducerIdBlockZNode.encode(ProducerIdBlock(broker=2, block_start=1000, block_end=1999))
+    assert encoded == b'{"version":1,"broker":2,"block_start":"1000","block_end":"1999"}'
+    kafka_written = b'{"block_end":"999","broker":1,"version":1,"block_start":"0"}'
+    assert ProducerIdBlockZNode.decode(kafka_written) == ProducerIdBlock(broker=1, block_start=0, block_end=999)
+    assert ProducerIdBlockZNode.decode(b"") is None and ProducerIdBlockZNode.decode(None) is None
+
+
+@pytest.mark.parametrize("junk", [b"nope", b'{"version":1,"broker":1,"block_start":"x","block_end":"9"}',
+                                  b'{"version":1,"broker":1,"block_start":"9","block_end":"0"}',
+                                  b'{"version":1,"broker":1,"block_start":"0"}'])
+def test_junk_producer_id_blocks_raise_a_clear_decode_error(junk):
+    with pytest.raises(ZNodeDecodeError) as info:
+        ProducerIdBlockZNode.decode(junk)
+    assert "/latest_producer_id_block" in str(info.value)

@@ -1,0 +1,123 @@
+"""DelayedProduce and DelayedFetch (Kafka's DelayedProduce.scala and DelayedFetch.scala): an acks=all
+produce waits until the high watermark passes its batches; a fetch waits for min_bytes or max_wait_ms."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from kio.schema.errors import ErrorCode
+
+from broker.partition import FetchIsolation, LogReadResult, Partition, PartitionError
+from broker.purgatory.delayed_operation import DelayedOperation
+
+TopicPartition = tuple[str, int]
+
+
+@dataclass
+class ProducePartitionStatus:
+    """One partition of a produce request: where its batch landed and whether acks are still pending."""
+
+    error: ErrorCode
+    base_offset: int = -1
+    log_append_time: int = -1
+    log_start_offset: int = -1
+    required_offset: int = -1  # acks=all is satisfied once the HW reaches this (last offset + 1)
+    acks_pending: bool = False
+    error_message: str | None = None
+
+
+class DelayedProduce(DelayedOperation):
+    def __init__(self, timeout_ms: int, statuses: dict[TopicPartition, ProducePartitionStatus],
+                 lookup: Callable[[TopicPartition], Partition | None],
+                 min_insync_replicas: Callable[[Partition], int],
+                 respond: Callable[[dict[TopicPartition, ProducePartitionStatus]], None]) -> None:
+        super().__init__(timeout_ms)
+        self.statuses = statuses
+        self._lookup = lookup
+        self._min_insync = min_insync_replicas
+        self._respond = respond
+        for status in statuses.values():
+            if status.acks_pending:
+                status.error = ErrorCode.request_timed_out  # what an expiry answers
+
+    def try_complete(self) -> bool:
+        for tp, status in self.statuses.items():
+            if not status.acks_pending:
+                continue
+            partition = self._lookup(tp)
+            if partition is None:
+                done, error = True, ErrorCode.unknown_topic_or_partition
+            else:
+                done, error = partition.check_enough_replicas_reach_offset(status.required_offset,
+                                                                           self._min_insync(partition))
+            if done:
+                status.acks_pending, status.error = False, error
+        if any(status.acks_pending for status in self.statuses.values()):
+            return False
+        return self.force_complete()
+
+    def on_complete(self) -> None:
+        self._respond(self.statuses)
+
+
+@dataclass
+class FetchPartitionRequest:
+    topic: str
+    partition: int
+    fetch_offset: int
+    max_bytes: int
+    current_leader_epoch: int | None = None
+    log_start_offset: int = -1  # a follower's own log start
+
+
+@dataclass
+class FetchPartitionResult:
+    error: ErrorCode
+    read: LogReadResult | None = None
+    error_message: str | None = None
+    diverging_epoch: tuple[int, int] | None = None  # (epoch, end offset) for a follower to truncate to
+
+
+@dataclass
+class FetchParams:
+    replica_id: int  # -1 for consumers, the follower's broker id for replication
+    max_wait_ms: int
+    min_bytes: int
+    max_bytes: int
+    isolation: FetchIsolation
+    partitions: list[FetchPartitionRequest] = field(default_factory=list)
+
+
+ReadFunction = Callable[[FetchParams], dict[TopicPartition, FetchPartitionResult]]
+
+
+class DelayedFetch(DelayedOperation):
+    """Completes when the data now readable reaches min_bytes, when any partition errors (the leader
+    moved, the epoch changed), or at max_wait_ms with whatever is there. Reading is index lookups
+    only (no bytes copied), so checking by reading is cheap and exact."""
+
+    def __init__(self, params: FetchParams, read: ReadFunction,
+                 respond: Callable[[dict[TopicPartition, FetchPartitionResult]], None]) -> None:
+        super().__init__(params.max_wait_ms)
+        self.params = params
+        self._read = read
+        self._respond = respond
+
+    def try_complete(self) -> bool:
+        results = self._read(self.params)
+        available = 0
+        for result in results.values():
+            if result.error != ErrorCode.none or result.diverging_epoch is not None:
+                return self.force_complete()
+            available += result.read.size if result.read else 0
+        if available >= self.params.min_bytes:
+            return self.force_complete()
+        return False
+
+    def on_complete(self) -> None:
+        self._respond(self._read(self.params))
+
+
+def partition_error(exc: PartitionError) -> FetchPartitionResult:
+    return FetchPartitionResult(exc.error_code, error_message=str(exc))

@@ -1,0 +1,18 @@
+"""What every handler needs: the response module of a request's version, throttle time, milliseconds."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from kio.index import load_payload_module
+from kio.static.constants import EntityType
+
+NO_THROTTLE = timedelta(0)
+
+
+def response_module(api_key: int, version: int):
+    return load_payload_module(api_key, version, EntityType.response)
+
+
+def millis(value: timedelta | int) -> int:
+    return int(value.total_seconds() * 1000) if isinstance(value, timedelta) else int(value)

@@ -1,0 +1,78 @@
+"""Fetch for consumers: long-poll through the fetch purgatory, read up to the high watermark, records
+sent from the segment files with sendfile. No fetch sessions: every answer says session_id 0."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kio.schema.errors import ErrorCode
+
+from broker.delayed_ops import FetchParams, FetchPartitionRequest, FetchPartitionResult
+from broker.handlers.common import NO_THROTTLE, millis, response_module
+from broker.network import Delayed
+from broker.partition import FetchIsolation
+from broker.protocol.build import build
+from broker.protocol.messages import Request
+from broker.protocol.versions import ApiKey
+from broker.protocol.zero_copy import ZeroCopyResponse
+
+if TYPE_CHECKING:
+    from broker.server import KafkaServer
+
+CONSUMER_REPLICA_ID = -1
+NO_PREFERRED_READ_REPLICA = -1
+
+
+async def handle_fetch(server: KafkaServer, request: Request):
+    body = request.body
+    version = request.header.api_version
+    partitions = [
+        FetchPartitionRequest(topic.topic, p.partition, p.fetch_offset, p.partition_max_bytes,
+                              current_leader_epoch=getattr(p, "current_leader_epoch", None))
+        for topic in body.topics for p in topic.partitions
+    ]
+    # Replication runs on the cluster plane; on this listener every fetcher is a consumer and reads
+    # committed records only (no transactions, so read_committed and read_uncommitted agree).
+    params = FetchParams(replica_id=CONSUMER_REPLICA_ID, max_wait_ms=millis(body.max_wait),
+                         min_bytes=body.min_bytes, max_bytes=getattr(body, "max_bytes", 0x7FFFFFFF),
+                         isolation=FetchIsolation.HIGH_WATERMARK, partitions=partitions)
+    future = server.loop.create_future()
+
+    def respond(results: dict) -> None:
+        if not future.done():
+            future.set_result(results)
+
+    server.replica_io.fetch_messages(params, server.now_ms(), respond)
+
+    def finish(results: dict) -> ZeroCopyResponse:
+        return _response(version, body, results)
+
+    if future.done():
+        return finish(future.result())
+    return Delayed(future, finish)
+
+
+def _response(version: int, body, results: dict[tuple[str, int], FetchPartitionResult]) -> ZeroCopyResponse:
+    module = response_module(ApiKey.FETCH, version)
+    answer = ZeroCopyResponse(None)
+    topics = []
+    for topic in body.topics:
+        partitions = []
+        for p in topic.partitions:
+            result = results[(topic.topic, p.partition)]
+            read = result.read
+            if result.error != ErrorCode.none or read is None:
+                high_watermark = read.high_watermark if read else -1
+                log_start = read.log_start_offset if read else -1
+                records = b""
+            else:
+                high_watermark, log_start = read.high_watermark, read.log_start_offset
+                records = answer.placeholder(read.region) if read.region is not None else b""
+            partitions.append(build(
+                module.PartitionData, partition_index=p.partition, error_code=result.error,
+                high_watermark=high_watermark, last_stable_offset=high_watermark, log_start_offset=log_start,
+                aborted_transactions=(), preferred_read_replica=NO_PREFERRED_READ_REPLICA, records=records))
+        topics.append(build(module.FetchableTopicResponse, topic=topic.topic, partitions=tuple(partitions)))
+    answer.response = build(module.FetchResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.none,
+                            session_id=0, responses=tuple(topics))
+    return answer

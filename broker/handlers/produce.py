@@ -1,0 +1,113 @@
+"""Produce: one v2 batch per partition to the leader's log; acks=0 gets no answer, acks=all waits in the
+produce purgatory for the high watermark."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from kio.schema.errors import ErrorCode
+
+from broker.delayed_ops import ProducePartitionStatus
+from broker.handlers.common import NO_THROTTLE, millis, response_module
+from broker.log.record_batch import CURRENT_MAGIC, HEADER_SIZE, parse_header
+from broker.network import CloseConnectionError, Delayed
+from broker.partition import Partition
+from broker.protocol.build import build
+from broker.protocol.messages import Request
+from broker.protocol.versions import ApiKey
+
+if TYPE_CHECKING:
+    from broker.server import KafkaServer
+
+ZSTD = 4
+FIRST_VERSION_WITH_ZSTD = 7
+
+
+def validate_records(records: bytes | None, version: int) -> ProducePartitionStatus | None:
+    """Kafka's ProduceRequest.validateRecords (v3+): exactly one batch, magic 2, zstd only from v7."""
+    if not records or len(records) < HEADER_SIZE:
+        return ProducePartitionStatus(ErrorCode.invalid_record,
+                                      error_message="a produce request must carry exactly one record batch")
+    header = parse_header(records, 0)
+    if header.magic != CURRENT_MAGIC:
+        return ProducePartitionStatus(ErrorCode.invalid_record,
+                                      error_message=f"record batch magic {header.magic}; only v2 (magic 2) is stored")
+    if header.size != len(records):
+        return ProducePartitionStatus(ErrorCode.invalid_record,
+                                      error_message="a produce request must carry exactly one record batch per "
+                                                    f"partition (batch of {header.size} in {len(records)} bytes)")
+    if header.compression == ZSTD and version < FIRST_VERSION_WITH_ZSTD:
+        return ProducePartitionStatus(ErrorCode.unsupported_compression_type,
+                                      error_message=f"zstd needs Produce v{FIRST_VERSION_WITH_ZSTD}+")
+    return None
+
+
+def check_idempotence(partition: Partition, records: bytes) -> ProducePartitionStatus | None:
+    decision = partition.check_producer_batch(parse_header(records, 0))
+    if decision is None:
+        return None
+    if decision.duplicate_of is not None:
+        # A retried batch the log already holds: Kafka 2.x answers with the original offsets.
+        original = decision.duplicate_of
+        return ProducePartitionStatus(ErrorCode.none, base_offset=original.first_offset,
+                                      log_start_offset=partition.log.log_start_offset)
+    return ProducePartitionStatus(decision.error_code, error_message=decision.message)
+
+
+async def handle_produce(server: KafkaServer, request: Request):
+    body = request.body
+    version = request.header.api_version
+    entries: dict[tuple[str, int], bytes] = {}
+    refused: dict[tuple[str, int], ProducePartitionStatus] = {}
+    for topic in body.topic_data:
+        for data in topic.partition_data:
+            tp = (topic.name, data.index)
+            problem = validate_records(data.records, version)
+            if problem is not None:
+                refused[tp] = problem
+            else:
+                entries[tp] = data.records
+    future = server.loop.create_future()
+
+    def respond(statuses: dict) -> None:
+        if not future.done():
+            future.set_result(statuses)
+
+    server.replica_io.append_records(entries, body.acks, millis(body.timeout), server.now_ms(), respond,
+                                     check=check_idempotence)
+
+    def finish(statuses: dict):
+        statuses = {**refused, **statuses}
+        server.trace_produce(statuses, body.acks)
+        if body.acks == 0:
+            failed = [f"{t}-{p}: {s.error.name}" for (t, p), s in statuses.items() if s.error != ErrorCode.none]
+            if failed:
+                raise CloseConnectionError(f"acks=0 produce failed ({', '.join(failed)})")
+            return None
+        return _response(version, body, statuses)
+
+    if future.done():
+        return finish(future.result())
+    return Delayed(future, finish)
+
+
+def _append_time(millis_since_epoch: int) -> datetime | None:
+    # kio models the -1 "CreateTime topic" marker as None
+    return None if millis_since_epoch < 0 else datetime.fromtimestamp(millis_since_epoch / 1000, tz=UTC)
+
+
+def _response(version: int, body, statuses: dict[tuple[str, int], ProducePartitionStatus]):
+    module = response_module(ApiKey.PRODUCE, version)
+    topics = []
+    for topic in body.topic_data:
+        partitions = []
+        for data in topic.partition_data:
+            status = statuses[(topic.name, data.index)]
+            partitions.append(build(
+                module.PartitionProduceResponse, index=data.index, error_code=status.error,
+                base_offset=status.base_offset, log_append_time=_append_time(status.log_append_time),
+                log_start_offset=status.log_start_offset, record_errors=(),
+                error_message=status.error_message if status.error != ErrorCode.none else None))
+        topics.append(build(module.TopicProduceResponse, name=topic.name, partition_responses=tuple(partitions)))
+    return build(module.ProduceResponse, responses=tuple(topics), throttle_time=NO_THROTTLE)

@@ -1,0 +1,101 @@
+"""Topic administration through ZooKeeper, as Kafka 2.x's AdminZkClient: a topic is created by writing
+its config and assignment znodes, deleted by a marker under /admin/delete_topics; the controller, which
+watches those paths, does the rest. Used by brokers (CreateTopics, DeleteTopics, auto-creation) and by
+the ``kafkasim`` CLI."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from kazoo.exceptions import NodeExistsError
+from kio.schema.errors import ErrorCode
+
+from controller.assignment import (
+    InvalidPartitionsError,
+    InvalidReplicationFactorError,
+    InvalidTopicError,
+    assign_replicas_to_brokers,
+    validate_topic_name,
+)
+from zk.client import CreateOp, ZkClient
+from zk.znodes import BrokerIdsZNode, DeleteTopicsTopicZNode, TopicConfigZNode, TopicZNode
+
+
+class AdminError(RuntimeError):
+    """What was asked cannot be done; ``error_code`` is Kafka's answer, the message says why."""
+
+    def __init__(self, message: str, error_code: ErrorCode = ErrorCode.invalid_request) -> None:
+        super().__init__(message)
+        self.error_code = error_code
+
+
+_RULE_ERRORS = {
+    InvalidTopicError: ErrorCode.invalid_topic_exception,
+    InvalidPartitionsError: ErrorCode.invalid_partitions,
+    InvalidReplicationFactorError: ErrorCode.invalid_replication_factor,
+}
+
+
+async def live_broker_ids(zk: ZkClient) -> list[int]:
+    return sorted(int(child) for child in await zk.get_children_or_empty(BrokerIdsZNode.path) if child.isdigit())
+
+
+def check_assignment(assignment: Mapping[int, list[int]], live: list[int]) -> None:
+    """A replica assignment given by the user (Kafka's validateReplicaAssignment)."""
+    if sorted(assignment) != list(range(len(assignment))):
+        raise AdminError(f"partitions {sorted(assignment)} must be numbered 0..{len(assignment) - 1}",
+                         ErrorCode.invalid_replica_assignment)
+    sizes = {len(replicas) for replicas in assignment.values()}
+    if len(sizes) != 1 or 0 in sizes:
+        raise AdminError("every partition needs the same, non-zero number of replicas",
+                         ErrorCode.invalid_replica_assignment)
+    for partition, replicas in assignment.items():
+        if len(set(replicas)) != len(replicas):
+            raise AdminError(f"partition {partition} lists a broker twice: {replicas}",
+                             ErrorCode.invalid_replica_assignment)
+        unknown = sorted(set(replicas) - set(live))
+        if unknown:
+            raise AdminError(f"partition {partition} names brokers {unknown} that are not alive",
+                             ErrorCode.broker_not_available)
+
+
+async def create_topic(zk: ZkClient, topic: str, partitions: int, replication_factor: int,
+                       config: Mapping[str, str] | None = None, *,
+                       assignment: Mapping[int, list[int]] | None = None,
+                       validate_only: bool = False) -> dict[int, list[int]]:
+    """Validate, then (unless ``validate_only``) write the topic. Raises AdminError."""
+    try:
+        validate_topic_name(topic)
+        brokers = await live_broker_ids(zk)
+        if assignment is None:
+            chosen = assign_replicas_to_brokers(brokers, partitions, replication_factor)
+        else:
+            check_assignment(assignment, brokers)
+            chosen = {p: list(r) for p, r in assignment.items()}
+    except (InvalidTopicError, InvalidPartitionsError, InvalidReplicationFactorError) as exc:
+        raise AdminError(str(exc), _RULE_ERRORS[type(exc)]) from None
+    if await zk.exists(TopicZNode.path(topic)) is not None:
+        raise AdminError(f"topic {topic!r} already exists", ErrorCode.topic_already_exists)
+    if validate_only:
+        return chosen
+    # Kafka writes the config znode first, then the assignment that the controller watches for.
+    try:
+        await zk.multi([CreateOp(TopicConfigZNode.path(topic), TopicConfigZNode.encode(dict(config or {}))),
+                        CreateOp(TopicZNode.path(topic), TopicZNode.encode(chosen))])
+    except Exception as exc:
+        cause = getattr(exc, "cause", exc)
+        if isinstance(cause, NodeExistsError):
+            raise AdminError(f"topic {topic!r} already exists (or is still being deleted)",
+                             ErrorCode.topic_already_exists) from None
+        raise
+    return chosen
+
+
+async def delete_topic(zk: ZkClient, topic: str) -> None:
+    if await zk.exists(TopicZNode.path(topic)) is None:
+        raise AdminError(f"topic {topic!r} does not exist", ErrorCode.unknown_topic_or_partition)
+    try:
+        await zk.create(DeleteTopicsTopicZNode.path(topic))
+    except NodeExistsError:
+        # Kafka answers success here: the deletion asked for is already under way.
+        raise AdminError(f"topic {topic!r} is already marked for deletion", ErrorCode.none) from None
