@@ -13,6 +13,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from broker.truncation import TruncationRule
+
 # Named profiles: Kafka property overrides applied before the user's own settings.
 PROFILES: dict[str, dict[str, str]] = {
     "kafka": {},
@@ -20,6 +22,9 @@ PROFILES: dict[str, dict[str, str]] = {
         "zookeeper.session.timeout.ms": "2000",
         "replica.lag.time.max.ms": "3000",
         "controlled.shutdown.retry.backoff.ms": "500",
+        "replica.fetch.backoff.ms": "200",
+        "kafkasim.isr.change.propagation.blackout.ms": "100",
+        "kafkasim.isr.change.propagation.interval.ms": "1000",
     },
 }
 
@@ -101,6 +106,19 @@ class KafkaConfig(BaseModel):
     min_insync_replicas: int = Field(1, alias="min.insync.replicas", ge=1)
     replica_lag_time_max_ms: int = Field(30000, alias="replica.lag.time.max.ms", gt=0)
     controller_socket_timeout_ms: int = Field(30000, alias="controller.socket.timeout.ms", gt=0)
+    replica_fetch_wait_max_ms: int = Field(500, alias="replica.fetch.wait.max.ms", ge=0)
+    replica_fetch_min_bytes: int = Field(1, alias="replica.fetch.min.bytes", ge=0)
+    replica_fetch_max_bytes: int = Field(1048576, alias="replica.fetch.max.bytes", ge=0)
+    replica_fetch_response_max_bytes: int = Field(10485760, alias="replica.fetch.response.max.bytes", ge=0)
+    replica_fetch_backoff_ms: int = Field(1000, alias="replica.fetch.backoff.ms", ge=0)
+    replica_socket_timeout_ms: int = Field(30000, alias="replica.socket.timeout.ms", gt=0)
+    # Kafka 2.x announces ISR changes once they have been quiet for 5 s, or at least every 60 s
+    # (ReplicaManager.maybePropagateIsrChanges); the classroom profile shortens both.
+    isr_change_propagation_blackout_ms: int = Field(5000, alias="kafkasim.isr.change.propagation.blackout.ms", ge=0)
+    isr_change_propagation_interval_ms: int = Field(60000, alias="kafkasim.isr.change.propagation.interval.ms",
+                                                    ge=0)
+    # Which follower truncation rule to replay: high-watermark (before KIP-101), kip-101, kip-279.
+    replica_truncation_rule: TruncationRule = Field(TruncationRule.KIP_279, alias="kafkasim.replica.truncation.rule")
     trace_file: str | None = Field(None, alias="kafkasim.trace.file")
     profile: str = Field("kafka", alias="kafkasim.profile")
 

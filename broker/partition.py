@@ -344,6 +344,12 @@ class Partition:
         if leader_log_start_offset > self.log.log_start_offset:
             self.log.maybe_increment_log_start_offset(min(leader_log_start_offset, self.high_watermark))
 
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """We fell off the leader's log start: nothing we hold is useful any more."""
+        self.log.truncate_fully_and_start_at(offset)
+        self.high_watermark = offset
+        self.rebuild_producer_state()
+
     def truncate_to(self, offset: int) -> None:
         if self.log.truncate_to(offset):
             self.rebuild_producer_state()

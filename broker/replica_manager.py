@@ -121,7 +121,8 @@ class ReplicaIO:
         self.fetch_purgatory = DelayedOperationPurgatory("Fetch")
         self._known_in_metadata = known_in_metadata
         self._min_insync = min_insync_replicas
-        self._on_isr_proposal = on_isr_proposal or (lambda proposal: None)
+        self.on_isr_proposal = on_isr_proposal or (lambda proposal: None)
+        self.on_high_watermark: Callable[[Partition], None] = lambda partition: None
 
     # --- lookup -------------------------------------------------------------------------------------
 
@@ -146,6 +147,9 @@ class ReplicaIO:
     def wake(self, tp: TopicPartition, high_watermark_moved: bool) -> None:
         key = TopicPartitionOperationKey(*tp)
         if high_watermark_moved:
+            partition = self.hosted.get(tp)
+            if partition is not None:
+                self.on_high_watermark(partition)
             self.produce_purgatory.check_and_complete(key)
         self.fetch_purgatory.check_and_complete(key)
 
@@ -228,7 +232,7 @@ class ReplicaIO:
                 continue
             proposal = partition.isr_to_expand(params.replica_id)
             if proposal is not None:
-                self._on_isr_proposal(proposal)
+                self.on_isr_proposal(proposal)
             if moved:
                 self.wake(tp, True)
 
@@ -264,6 +268,13 @@ class ReplicaIO:
         removed = self.hosted.pop(tp, None)
         self.wake(tp, True)  # parked produces and fetches answer NOT_LEADER / UNKNOWN now
         return removed
+
+    def shrink_isrs(self, now_ms: int) -> None:
+        """Kafka's isr-expiration task: propose dropping followers that fell behind (run every lag/2)."""
+        for partition in list(self.hosted.values()):
+            proposal = partition.isr_to_shrink(now_ms)
+            if proposal is not None:
+                self.on_isr_proposal(proposal)
 
     def high_watermarks(self) -> dict[TopicPartition, int]:
         return {tp: partition.high_watermark for tp, partition in self.hosted.items()}

@@ -23,7 +23,10 @@ from broker.registration import (
     register_broker,
     registration_for,
 )
+from broker.isr_manager import IsrChangeManager
 from broker.partition import LeadershipState, Partition
+from broker.replica_fetcher import FetcherSettings, ReplicaFetcherManager
+from broker.replication_service import ReplicationService
 from broker.producer_id_manager import ProducerIdManager
 from broker.purgatory.asyncio_timer import AsyncioTimer
 from broker.replica_manager import ReplicaIO, ReplicaManager, ReplicaState, TopicPartition
@@ -32,6 +35,7 @@ from clusterplane.cluster_pb2_grpc import (
     ControlPlaneStub,
     add_AdminServicer_to_server,
     add_ControlPlaneServicer_to_server,
+    add_ReplicationServicer_to_server,
 )
 from controller import events as controller_events
 from controller.controller import KafkaController
@@ -74,6 +78,23 @@ class KafkaServer:
         self.log_service = LogService(log_properties, config.all_log_dirs, self.zk,
                                       high_watermarks=self._high_watermarks_to_checkpoint)
         self.producer_ids = ProducerIdManager(config.broker_id, self.zk)
+        self.isr_manager = IsrChangeManager(
+            self.zk, self.replica_io, self.trace, self.now_ms,
+            blackout_ms=config.isr_change_propagation_blackout_ms,
+            interval_ms=config.isr_change_propagation_interval_ms)
+        self.replica_io.on_isr_proposal = self.isr_manager.submit
+        self.replica_io.on_high_watermark = lambda partition: self._trace_high_watermark(partition, "leader")
+        self.fetcher_manager = ReplicaFetcherManager(
+            FetcherSettings(broker_id=config.broker_id, max_wait_ms=config.replica_fetch_wait_max_ms,
+                            min_bytes=config.replica_fetch_min_bytes,
+                            partition_max_bytes=config.replica_fetch_max_bytes,
+                            response_max_bytes=config.replica_fetch_response_max_bytes,
+                            backoff_ms=config.replica_fetch_backoff_ms,
+                            socket_timeout_ms=config.replica_socket_timeout_ms,
+                            truncation_rule=config.replica_truncation_rule),
+            self.trace, self._cluster_address, lambda partition: self._trace_high_watermark(partition, "follower"))
+        self._cluster_endpoints: dict[int, str] = {}
+        self._isr_expiration: asyncio.Task | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self._timers: list[AsyncioTimer] = []
         self._checkpointed_high_watermarks: dict[TopicPartition, int] = {}
@@ -107,6 +128,8 @@ class KafkaServer:
         self._checkpointed_high_watermarks = self.log_service.read_high_watermarks()
         self._timers = [AsyncioTimer(self.replica_io.produce_purgatory.timer, self.loop),
                         AsyncioTimer(self.replica_io.fetch_purgatory.timer, self.loop)]
+        self.isr_manager.start()
+        self._isr_expiration = self.loop.create_task(self._expire_isr_members(), name="isr-expiration")
         await self._start_cluster_plane()
         await self._start_client_listeners()
         self.zk.add_session_listener(self._on_session_event)
@@ -129,6 +152,7 @@ class KafkaServer:
         server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
         add_ControlPlaneServicer_to_server(ControlPlaneService(self), server)
         add_AdminServicer_to_server(AdminService(self), server)
+        add_ReplicationServicer_to_server(ReplicationService(self), server)
         try:
             port = server.add_insecure_port(f"{listener.bind_host}:{listener.port}")
         except RuntimeError as exc:
@@ -175,7 +199,34 @@ class KafkaServer:
 
     # --- replica roles ------------------------------------------------------------------------------------
 
+    def _cluster_address(self, broker_id: int) -> str | None:
+        address = self._cluster_endpoints.get(broker_id)
+        if address is None and broker_id in self.metadata_cache.live_brokers:
+            self._remember_endpoints([self.metadata_cache.live_brokers[broker_id]])
+            address = self._cluster_endpoints.get(broker_id)
+        return address
+
+    def _remember_endpoints(self, brokers) -> None:
+        for broker in brokers:
+            for endpoint in broker.endpoints:
+                if endpoint.listener == self.config.inter_broker_listener_name:
+                    self._cluster_endpoints[broker.id] = f"{endpoint.host}:{endpoint.port}"
+
+    def _trace_high_watermark(self, partition: Partition, role: str) -> None:
+        self.trace.emit(te.HighWatermarkUpdated, topic=partition.topic, partition=partition.partition,
+                        high_watermark=partition.high_watermark, log_end_offset=partition.log_end_offset, role=role)
+
+    async def _expire_isr_members(self) -> None:
+        period = self.config.replica_lag_time_max_ms / 2 / 1000
+        while True:
+            await asyncio.sleep(period)
+            try:
+                self.replica_io.shrink_isrs(self.now_ms())
+            except Exception:
+                log.exception("ISR expiration check failed")
+
     async def apply_leader_and_isr(self, request: pb.LeaderAndIsrRequest) -> pb.LeaderAndIsrResponse:
+        self._remember_endpoints(request.live_leaders)
         response = self.replica_manager.become_leader_or_follower(request)
         for error in response.partition_errors:
             tp = (error.topic, error.partition)
@@ -194,9 +245,12 @@ class KafkaServer:
         leadership = LeadershipState(state.leader, state.leader_epoch, tuple(state.isr), state.zk_version,
                                      tuple(state.replicas), state.controller_epoch)
         if state.is_leader(self.broker_id):
+            self.fetcher_manager.remove(tp)
             partition.make_leader(leadership, self.now_ms())
         else:
-            partition.make_follower(leadership)
+            changed = partition.make_follower(leadership)
+            if changed or self.fetcher_manager.fetch_state(tp) is None:
+                self.fetcher_manager.add(partition)
         self.replica_io.wake(tp, True)  # parked requests re-check: they may be answered NOT_LEADER now
 
     def apply_stop_replica(self, request: pb.StopReplicaRequest) -> pb.StopReplicaResponse:
@@ -204,6 +258,7 @@ class KafkaServer:
         for part, error in zip(request.partitions, response.partition_errors, strict=False):
             tp = (part.topic, part.partition)
             if error.error_code == 0 and tp not in self.replica_manager.partitions:
+                self.fetcher_manager.remove(tp)
                 self.replica_io.detach(tp)
             if part.delete_partition and error.error_code == 0:
                 self.log_service.delete(tp)
@@ -282,6 +337,10 @@ class KafkaServer:
             await self._grpc_server.stop(grace=0.5)
         for timer in self._timers:
             timer.close()
+        if self._isr_expiration is not None:
+            self._isr_expiration.cancel()
+        await self.fetcher_manager.close()
+        await self.isr_manager.stop()
         await self.log_service.shutdown()
         await self.zk.close()
         self.trace.emit(te.BrokerStopped, clean=clean)

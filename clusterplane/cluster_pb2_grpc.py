@@ -303,3 +303,118 @@ class Admin:
             timeout,
             metadata,
             _registered_method=True)
+
+
+class ReplicationStub:
+    """Missing associated documentation comment in .proto file."""
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.Fetch = channel.unary_unary(
+                '/kafkasim.cluster.v1.Replication/Fetch',
+                request_serializer=clusterplane_dot_cluster__pb2.ReplicaFetchRequest.SerializeToString,
+                response_deserializer=clusterplane_dot_cluster__pb2.ReplicaFetchResponse.FromString,
+                _registered_method=True)
+        self.OffsetsForLeaderEpoch = channel.unary_unary(
+                '/kafkasim.cluster.v1.Replication/OffsetsForLeaderEpoch',
+                request_serializer=clusterplane_dot_cluster__pb2.OffsetsForLeaderEpochRequest.SerializeToString,
+                response_deserializer=clusterplane_dot_cluster__pb2.OffsetsForLeaderEpochResponse.FromString,
+                _registered_method=True)
+
+
+class ReplicationServicer:
+    """Missing associated documentation comment in .proto file."""
+
+    def Fetch(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def OffsetsForLeaderEpoch(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_ReplicationServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'Fetch': grpc.unary_unary_rpc_method_handler(
+                    servicer.Fetch,
+                    request_deserializer=clusterplane_dot_cluster__pb2.ReplicaFetchRequest.FromString,
+                    response_serializer=clusterplane_dot_cluster__pb2.ReplicaFetchResponse.SerializeToString,
+            ),
+            'OffsetsForLeaderEpoch': grpc.unary_unary_rpc_method_handler(
+                    servicer.OffsetsForLeaderEpoch,
+                    request_deserializer=clusterplane_dot_cluster__pb2.OffsetsForLeaderEpochRequest.FromString,
+                    response_serializer=clusterplane_dot_cluster__pb2.OffsetsForLeaderEpochResponse.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'kafkasim.cluster.v1.Replication', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('kafkasim.cluster.v1.Replication', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class Replication:
+    """Missing associated documentation comment in .proto file."""
+
+    @staticmethod
+    def Fetch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kafkasim.cluster.v1.Replication/Fetch',
+            clusterplane_dot_cluster__pb2.ReplicaFetchRequest.SerializeToString,
+            clusterplane_dot_cluster__pb2.ReplicaFetchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def OffsetsForLeaderEpoch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kafkasim.cluster.v1.Replication/OffsetsForLeaderEpoch',
+            clusterplane_dot_cluster__pb2.OffsetsForLeaderEpochRequest.SerializeToString,
+            clusterplane_dot_cluster__pb2.OffsetsForLeaderEpochResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)

@@ -134,6 +134,41 @@ class ProduceAcknowledged(TraceEvent):
     end_offset: int
 
 
+class IsrChanged(TraceEvent):
+    """A leader's ISR change was written to ZooKeeper (compare-and-set succeeded)."""
+
+    event: Literal["isr_changed"] = "isr_changed"
+    topic: str
+    partition: int
+    kind: Literal["shrink", "expand"]
+    old_isr: list[int]
+    new_isr: list[int]
+    leader_epoch: int
+    zk_version: int
+
+
+class FollowerTruncated(TraceEvent):
+    """A follower cut its log before fetching from a (new) leader."""
+
+    event: Literal["follower_truncated"] = "follower_truncated"
+    topic: str
+    partition: int
+    rule: str
+    leader: int
+    leader_epoch: int
+    from_offset: int
+    to_offset: int
+
+
+class HighWatermarkUpdated(TraceEvent):
+    event: Literal["high_watermark_updated"] = "high_watermark_updated"
+    topic: str
+    partition: int
+    high_watermark: int
+    log_end_offset: int
+    role: Literal["leader", "follower"]
+
+
 class TraceEventsDropped(TraceEvent):
     """Written as soon as the buffer has room again: this many events were lost before this line."""
 
@@ -144,7 +179,8 @@ class TraceEventsDropped(TraceEvent):
 AnyTraceEvent = Annotated[
     ControllerElected | ControllerResigned | ControllerWriteFenced | BrokerRegistered | SessionStateChanged
     | BrokerMembershipChanged | LeaderElected | TopicCreated | TopicDeleted | ControlRequestApplied
-    | ReplicaRoleChanged | ControlledShutdownStep | BrokerStopped | ProduceAcknowledged | TraceEventsDropped,
+    | ReplicaRoleChanged | ControlledShutdownStep | BrokerStopped | ProduceAcknowledged | IsrChanged
+    | FollowerTruncated | HighWatermarkUpdated | TraceEventsDropped,
     Field(discriminator="event"),
 ]
 

@@ -1,0 +1,130 @@
+"""Writes a leader's ISR changes to ZooKeeper the Kafka 2.x way: a compare-and-set of the partition state
+znode on the version the leader last saw, then, batched, an /isr_change_notification/isr_change_<seq>
+znode that tells the controller to refresh and broadcast the new ISR."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+
+from kazoo.exceptions import BadVersionError, NoNodeError
+
+from broker.partition import IsrProposal
+from broker.replica_manager import ReplicaIO, TopicPartition
+from traces import events as te
+from traces.writer import TraceWriter
+from zk.client import ZkClient
+from zk.znodes import (
+    IsrChangeNotificationZNode,
+    LeaderIsrAndControllerEpoch,
+    TopicPartitionStateZNode,
+    ZNodeDecodeError,
+)
+
+log = logging.getLogger(__name__)
+
+
+class IsrChangeManager:
+    def __init__(self, zk: ZkClient, replica_io: ReplicaIO, trace: TraceWriter, now_ms: Callable[[], int], *,
+                 blackout_ms: int, interval_ms: int) -> None:
+        self.zk = zk
+        self.replica_io = replica_io
+        self.trace = trace
+        self.now_ms = now_ms
+        self.blackout_ms = blackout_ms
+        self.interval_ms = interval_ms
+        self._changed: set[TopicPartition] = set()
+        self._last_change_ms = 0
+        self._last_propagation_ms = 0
+        self._tasks: set[asyncio.Task] = set()
+        self._propagator: asyncio.Task | None = None
+
+    def start(self) -> None:
+        self._last_propagation_ms = self.now_ms()
+        self._propagator = asyncio.get_running_loop().create_task(self._propagate_forever(), name="isr-propagation")
+
+    async def stop(self) -> None:
+        for task in [*self._tasks, self._propagator]:
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+
+    def submit(self, proposal: IsrProposal) -> None:
+        task = asyncio.get_running_loop().create_task(self._write(proposal))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _write(self, proposal: IsrProposal) -> None:
+        tp = (proposal.topic, proposal.partition)
+        state = LeaderIsrAndControllerEpoch(leader=proposal.leader, leader_epoch=proposal.leader_epoch,
+                                            isr=list(proposal.isr), controller_epoch=proposal.controller_epoch)
+        path = TopicPartitionStateZNode.path(*tp)
+        try:
+            stat = await self.zk.set(path, TopicPartitionStateZNode.encode(state), proposal.zk_version)
+        except (BadVersionError, NoNodeError):
+            await self._obey_zookeeper(proposal)
+            return
+        except Exception:
+            log.exception("ISR change of %s-%d to %s failed; will retry on the next check", *tp, list(proposal.isr))
+            self._partition_failed(proposal)
+            return
+        partition = self.replica_io.hosted.get(tp)
+        if partition is None:
+            return
+        old_isr = list(partition.isr)
+        moved = partition.isr_change_committed(proposal, stat.version, self.now_ms())
+        kind = "expand" if len(proposal.isr) > len(old_isr) else "shrink"
+        log.info("%s-%d: ISR %s -> %s (%s, zkVersion %d)", *tp, old_isr, list(proposal.isr), kind, stat.version)
+        self.trace.emit(te.IsrChanged, topic=tp[0], partition=tp[1], kind=kind, old_isr=old_isr,
+                        new_isr=list(proposal.isr), leader_epoch=proposal.leader_epoch, zk_version=stat.version)
+        if moved:
+            self.replica_io.wake(tp, True)
+        self._changed.add(tp)
+        self._last_change_ms = self.now_ms()
+
+    def _partition_failed(self, proposal: IsrProposal) -> None:
+        partition = self.replica_io.hosted.get((proposal.topic, proposal.partition))
+        if partition is not None:
+            partition.isr_change_failed(proposal)
+
+    async def _obey_zookeeper(self, proposal: IsrProposal) -> None:
+        """Our zkVersion is stale: the controller changed the state. Re-read it; if we still lead in the same
+        epoch, take its ISR and version; otherwise a LeaderAndIsr is on its way and decides."""
+        self._partition_failed(proposal)
+        tp = (proposal.topic, proposal.partition)
+        data, stat = await self.zk.get_or_none(TopicPartitionStateZNode.path(*tp))
+        partition = self.replica_io.hosted.get(tp)
+        if data is None or partition is None:
+            return
+        try:
+            current = TopicPartitionStateZNode.decode(*tp, data)
+        except ZNodeDecodeError as exc:
+            log.error("%s", exc)
+            return
+        if (current.leader, current.leader_epoch) == (partition.local_broker_id, partition.leader_epoch):
+            partition.isr, partition.zk_version = tuple(current.isr), stat.version
+        log.info("%s-%d: ISR change refused (stale zkVersion %d); ZooKeeper has %s at version %d", *tp,
+                 proposal.zk_version, current.isr, stat.version)
+
+    async def _propagate_forever(self) -> None:
+        period = max(0.05, min(2.5, self.blackout_ms / 1000))
+        while True:
+            await asyncio.sleep(period)
+            try:
+                await self.maybe_propagate()
+            except Exception:
+                log.exception("ISR change notification failed; retrying")
+
+    async def maybe_propagate(self) -> None:
+        now = self.now_ms()
+        if not self._changed:
+            return
+        if now - self._last_change_ms < self.blackout_ms and now - self._last_propagation_ms < self.interval_ms:
+            return
+        changed, self._changed = sorted(self._changed), set()
+        await self.zk.create(IsrChangeNotificationZNode.prefix, IsrChangeNotificationZNode.encode(changed),
+                             sequence=True)
+        self._last_propagation_ms = now

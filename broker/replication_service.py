@@ -1,0 +1,72 @@
+"""The leader's side of replication on the cluster plane: replica fetches (parked in the same fetch
+purgatory as consumer long-polls, reading up to the LEO) and OffsetsForLeaderEpoch."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kio.schema.errors import ErrorCode
+
+from broker.delayed_ops import FetchParams, FetchPartitionRequest
+from broker.partition import NO_EPOCH, FetchIsolation, PartitionError
+from clusterplane import cluster_pb2 as pb
+from clusterplane.cluster_pb2_grpc import ReplicationServicer
+
+if TYPE_CHECKING:
+    from broker.server import KafkaServer
+
+
+class ReplicationService(ReplicationServicer):
+    def __init__(self, server: KafkaServer) -> None:
+        self.server = server
+
+    async def Fetch(self, request: pb.ReplicaFetchRequest, context) -> pb.ReplicaFetchResponse:
+        server = self.server
+        params = FetchParams(
+            replica_id=request.replica_id, max_wait_ms=request.max_wait_ms, min_bytes=request.min_bytes,
+            max_bytes=request.max_bytes, isolation=FetchIsolation.LOG_END,
+            partitions=[FetchPartitionRequest(p.topic, p.partition, p.fetch_offset, p.partition_max_bytes,
+                                              current_leader_epoch=p.current_leader_epoch,
+                                              log_start_offset=p.log_start_offset)
+                        for p in request.partitions])
+        future = server.loop.create_future()
+
+        def respond(results: dict) -> None:
+            if not future.done():
+                future.set_result(results)
+
+        server.replica_io.fetch_messages(params, server.now_ms(), respond)
+        results = await future
+        partitions = []
+        for p in request.partitions:
+            result = results[(p.topic, p.partition)]
+            read = result.read
+            data = pb.ReplicaFetchPartitionData(topic=p.topic, partition=p.partition, error_code=result.error.value,
+                                                high_watermark=-1, log_start_offset=-1, log_end_offset=-1)
+            if read is not None:
+                data.high_watermark, data.log_start_offset = read.high_watermark, read.log_start_offset
+                data.log_end_offset = read.log_end_offset
+                if read.region is not None:
+                    data.records = read.region.read_bytes()
+            elif result.error == ErrorCode.offset_out_of_range:
+                partition = server.replica_io.hosted.get((p.topic, p.partition))
+                if partition is not None:  # where the follower should go instead
+                    data.log_start_offset = partition.log.log_start_offset
+                    data.log_end_offset = partition.log_end_offset
+            partitions.append(data)
+        return pb.ReplicaFetchResponse(partitions=partitions)
+
+    async def OffsetsForLeaderEpoch(self, request: pb.OffsetsForLeaderEpochRequest,
+                                    context) -> pb.OffsetsForLeaderEpochResponse:
+        answers = []
+        for p in request.partitions:
+            try:
+                partition = self.server.replica_io.leader_partition((p.topic, p.partition))
+                partition.check_leader_epoch(p.current_leader_epoch)
+                epoch, end_offset = partition.log.leader_epoch_cache.end_offset_for(p.leader_epoch)
+                error = ErrorCode.none
+            except PartitionError as exc:
+                error, epoch, end_offset = exc.error_code, NO_EPOCH, -1
+            answers.append(pb.EpochEndOffset(topic=p.topic, partition=p.partition, error_code=error.value,
+                                             leader_epoch=epoch, end_offset=end_offset))
+        return pb.OffsetsForLeaderEpochResponse(partitions=answers)

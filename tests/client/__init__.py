@@ -1,0 +1,1 @@
+"""Unmodified Kafka clients (confluent-kafka, kafka-python, kcat) against real broker processes."""
