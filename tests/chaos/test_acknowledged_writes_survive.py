@@ -1,0 +1,140 @@
+"""The loss test: a confluent-kafka producer sends unique values with acks=all to a replicated topic
+(replication factor 3, min.insync.replicas=2, unclean election off) while leaders are killed with -9,
+restarted and paused, over and over. Afterwards every acknowledged value is on every replica exactly
+once, in one order per partition."""
+
+import os
+import random
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+from kafka.record.memory_records import MemoryRecords
+
+from tests.cluster.test_controller import make_topic
+from tests.harness import RunningCluster, wait_until
+
+pytestmark = [pytest.mark.processes, pytest.mark.slow, pytest.mark.chaos]
+
+TOPIC = "ledger"
+PARTITIONS = 3
+ITERATIONS = int(os.environ.get("KAFKASIM_CHAOS_ITERATIONS", "20"))
+SETTLE_S = 90
+
+
+class AckingProducer:
+    """Sends "v<n>" values in a background thread; remembers which were acknowledged, and where."""
+
+    def __init__(self, bootstrap: str) -> None:
+        self.producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+                                  "linger.ms": 5, "message.timeout.ms": 120000, "retry.backoff.ms": 50})
+        self.acked: dict[str, tuple[int, int]] = {}
+        self.failed: list[str] = []
+        self.sent = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _on_delivery(self, err, msg) -> None:
+        if err is None:
+            self.acked[msg.value().decode()] = (msg.partition(), msg.offset())
+        else:
+            self.failed.append(f"{msg.value().decode()}: {err}")
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            value = f"v{self.sent}"
+            try:
+                self.producer.produce(TOPIC, value=value.encode(), partition=self.sent % PARTITIONS,
+                                      on_delivery=self._on_delivery)
+                self.sent += 1
+            except BufferError:
+                pass
+            self.producer.poll(0.005)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+        left = self.producer.flush(130)
+        assert left == 0, f"{left} values were neither acknowledged nor failed"
+
+
+def leader_of(cluster: RunningCluster, partition: int) -> int:
+    return next(p.leader for p in cluster.state([TOPIC]).partitions if p.partition == partition)
+
+
+def kill_leader_and_restart(cluster: RunningCluster, rng: random.Random) -> None:
+    partition = rng.randrange(PARTITIONS)
+    victim = wait_until(lambda: (lead := leader_of(cluster, partition)) >= 0 and lead, 30, "a leader to kill")
+    cluster.kill9(victim)
+    wait_until(lambda: leader_of(cluster, partition) not in (victim, -1), 30,
+               f"a new leader of {TOPIC}-{partition} after killing {victim}")
+    time.sleep(rng.uniform(0, 1.0))  # random timing: how long the broker stays dead
+    cluster.start(victim)
+
+
+def pause_one(cluster: RunningCluster, rng: random.Random) -> None:
+    broker = rng.choice([b.broker_id for b in cluster.spec.brokers])
+    cluster.signal(broker, signal.SIGSTOP)
+    try:
+        time.sleep(rng.uniform(0.2, 3.0))  # around the 2 s session timeout: sometimes it expires
+    finally:
+        cluster.signal(broker, signal.SIGCONT)
+
+
+def replica_values(segment_dir: Path) -> list[str]:
+    values = []
+    for segment in sorted(segment_dir.glob("*.log")):
+        records = MemoryRecords(segment.read_bytes())
+        while (batch := records.next_batch()) is not None:
+            values.extend(record.value.decode() for record in batch)
+    return values
+
+
+def logs_identical(cluster: RunningCluster) -> bool:
+    for partition in range(PARTITIONS):
+        contents = {tuple(seg.read_bytes() for seg in sorted(d.glob("*.log")))
+                    for d in cluster.data_dir.glob(f"broker-*/logs/{TOPIC}-{partition}")}
+        if len(contents) != 1:
+            return False
+    return True
+
+
+def test_no_acknowledged_write_is_lost_while_leaders_are_killed_restarted_and_paused(cluster_factory):
+    cluster = cluster_factory(3, overrides={"min.insync.replicas": "2", "unclean.leader.election.enable": "false"})
+    make_topic(cluster, TOPIC, PARTITIONS, 3)
+    seed = int(os.environ.get("KAFKASIM_CHAOS_SEED", time.time_ns() % 100000))
+    print(f"chaos seed {seed}, {ITERATIONS} iterations")
+    rng = random.Random(seed)
+    producer = AckingProducer(cluster.spec.bootstrap_servers)
+    producer.start()
+    try:
+        wait_until(lambda: len(producer.acked) >= 100, 30, "the producer to get going")
+        for _ in range(ITERATIONS):
+            kill_leader_and_restart(cluster, rng)
+            kill_leader_and_restart(cluster, rng)
+            pause_one(cluster, rng)
+    finally:
+        producer.stop()
+    assert producer.acked, "nothing was acknowledged"
+
+    wait_until(lambda: all(sorted(p.isr) == sorted(p.replicas) for p in cluster.state([TOPIC]).partitions),
+               SETTLE_S, "every replica back in the ISR")
+    wait_until(lambda: logs_identical(cluster), SETTLE_S, "every replica's log to be byte-identical")
+
+    for partition in range(PARTITIONS):
+        replicas = [replica_values(d) for d in sorted(cluster.data_dir.glob(f"broker-*/logs/{TOPIC}-{partition}"))]
+        assert len(replicas) == 3
+        assert all(r == replicas[0] for r in replicas), f"replicas of {TOPIC}-{partition} disagree"
+        stored = replicas[0]
+        assert len(stored) == len(set(stored)), f"{TOPIC}-{partition} holds a value twice"
+        acked_here = {v: offset for v, (p, offset) in producer.acked.items() if p == partition}
+        missing = sorted(set(acked_here) - set(stored), key=lambda v: int(v[1:]))
+        assert not missing, f"{len(missing)} acknowledged values lost from {TOPIC}-{partition}: {missing[:10]}"
+        for value, offset in acked_here.items():
+            assert stored[offset] == value, f"{value} was acknowledged at offset {offset} but sits elsewhere"
