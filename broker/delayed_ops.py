@@ -29,7 +29,7 @@ class ProducePartitionStatus:
 
 class DelayedProduce(DelayedOperation):
     def __init__(self, timeout_ms: int, statuses: dict[TopicPartition, ProducePartitionStatus],
-                 lookup: Callable[[TopicPartition], Partition | None],
+                 lookup: Callable[[TopicPartition], Partition],
                  min_insync_replicas: Callable[[Partition], int],
                  respond: Callable[[dict[TopicPartition, ProducePartitionStatus]], None]) -> None:
         super().__init__(timeout_ms)
@@ -45,9 +45,10 @@ class DelayedProduce(DelayedOperation):
         for tp, status in self.statuses.items():
             if not status.acks_pending:
                 continue
-            partition = self._lookup(tp)
-            if partition is None:
-                done, error = True, ErrorCode.unknown_topic_or_partition
+            try:
+                partition = self._lookup(tp)  # raises NOT_LEADER_OR_FOLLOWER / UNKNOWN_TOPIC_OR_PARTITION
+            except PartitionError as exc:
+                done, error = True, exc.error_code
             else:
                 done, error = partition.check_enough_replicas_reach_offset(status.required_offset,
                                                                            self._min_insync(partition))

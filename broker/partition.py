@@ -197,11 +197,7 @@ class Partition:
 
     def append_records_to_leader(self, records: bytes, required_acks: int, min_insync_replicas: int,
                                  now_ms: int) -> LogAppendInfo | None:
-        self._require_leader()
-        # acks=all checks the ISR before writing anything: NOT_ENOUGH_REPLICAS means "nothing appended".
-        if required_acks == -1 and len(self.isr) < min_insync_replicas:
-            raise PartitionError(ErrorCode.not_enough_replicas,
-                                 f"ISR {list(self.isr)} is smaller than min.insync.replicas={min_insync_replicas}")
+        self.check_enough_isr(required_acks, min_insync_replicas)
         info = self.log.append_as_leader(records, self.leader_epoch)
         if info is not None:
             self._record_producer_batches(records, info.first_offset)
@@ -228,6 +224,13 @@ class Partition:
             if header.producer_id >= 0:
                 self.producer_state.record_header(header)
             position += header.size
+
+    def check_enough_isr(self, required_acks: int, min_insync_replicas: int) -> None:
+        """acks=all checks the ISR before anything else: NOT_ENOUGH_REPLICAS means "nothing appended"."""
+        self._require_leader()
+        if required_acks == -1 and len(self.isr) < min_insync_replicas:
+            raise PartitionError(ErrorCode.not_enough_replicas,
+                                 f"ISR {list(self.isr)} is smaller than min.insync.replicas={min_insync_replicas}")
 
     def maybe_increment_high_watermark(self, now_ms: int) -> bool:
         """HW = the smallest LEO among the leader, the ISR and followers caught up within the lag time.
@@ -320,8 +323,9 @@ class Partition:
                      current_leader_epoch: int | None, min_one_message: bool = True) -> LogReadResult:
         """Whole batches from ``fetch_offset`` up to the LEO (followers) or the HW (consumers), sampled
         with the offsets the response carries. Only the leader serves fetches."""
-        self._require_leader()
+        # the epoch first (Kafka's getLocalLog): a stale reader learns it is fenced, not just "not leader"
         self.check_leader_epoch(current_leader_epoch)
+        self._require_leader()
         high_watermark = self.high_watermark
         log_start, log_end = self.log.log_start_offset, self.log.log_end_offset
         bound = log_end if isolation is FetchIsolation.LOG_END else high_watermark

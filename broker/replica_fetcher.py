@@ -225,6 +225,8 @@ class ReplicaFetcherManager:
     def add(self, partition: Partition) -> bool:
         self.remove(partition.topic_partition)
         leader = partition.leader
+        if leader < 0:
+            return False  # offline partition: nobody to fetch from until the controller elects a leader
         address = self._address_of(leader)
         if address is None:
             log.warning("%s-%d: leader %d has no known cluster endpoint; not fetching", partition.topic,

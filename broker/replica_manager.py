@@ -171,7 +171,7 @@ class ReplicaIO:
         if not any(status.acks_pending for status in statuses.values()):
             respond(statuses)
             return
-        operation = DelayedProduce(timeout_ms, statuses, self.hosted.get, self._min_insync, respond)
+        operation = DelayedProduce(timeout_ms, statuses, self.partition_or_error, self._min_insync, respond)
         keys = [TopicPartitionOperationKey(*tp) for tp, status in statuses.items() if status.acks_pending]
         self.produce_purgatory.try_complete_else_watch(operation, keys, now_ms)
 
@@ -180,6 +180,7 @@ class ReplicaIO:
                     ) -> ProducePartitionStatus:
         try:
             partition = self.leader_partition(tp)
+            partition.check_enough_isr(required_acks, self._min_insync(partition))
             early = check(partition, records) if check is not None else None
             if early is not None:
                 return early

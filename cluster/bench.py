@@ -1,5 +1,7 @@
-"""``kafkasim bench foundation``: start-up time, failover time against the session timeout, and idle
-broker memory, measured on real processes. Prints figures; asserts nothing."""
+"""Benchmarks on real processes, each in a cluster of its own (``temporary_cluster``).
+
+``kafkasim bench foundation``: start-up time, failover time against the session timeout, and idle broker
+memory. Prints figures; asserts nothing. ``kafkasim bench client`` is in ``cluster/bench_client.py``."""
 
 from __future__ import annotations
 
@@ -9,11 +11,13 @@ import signal
 import statistics
 import tempfile
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from cluster.admin import read_cluster_state
-from cluster.lifecycle import down, up
-from cluster.processes import ClusterLayout, ClusterSpec
+from cluster.lifecycle import up
+from cluster.processes import ClusterLayout, ClusterSpec, PidFile, stop_process
 from controller.admin_zk import create_topic
 from zk.client import connected
 
@@ -26,6 +30,27 @@ async def _state(connect: str, topics: list[str] | None = None):
 async def _create(connect: str, name: str) -> None:
     async with connected(connect) as zk:
         await create_topic(zk, name, 3, 3)
+
+
+@contextmanager
+def temporary_cluster(brokers: int = 3, profile: str = "classroom",
+                      say: Callable[[str], None] = lambda _: None) -> Iterator[tuple[ClusterSpec, ClusterLayout]]:
+    """A fresh cluster in a temporary data directory. However the block ends (a failed start included),
+    every broker is killed by the PID in its PID file, then ZooKeeper is stopped by its own."""
+    with tempfile.TemporaryDirectory(prefix="kafkasim-bench-") as tmp:
+        data_dir = Path(tmp)
+        layout = ClusterLayout(data_dir)
+        try:
+            yield up(data_dir, brokers=brokers, profile=profile, base_port=0, say=say), layout
+        finally:
+            for pid_path in sorted(data_dir.glob("broker-*/broker.pid")):
+                pid = PidFile(pid_path).read()
+                if pid is not None:
+                    try:
+                        os.killpg(pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+            stop_process(layout.zookeeper_pid(), 10.0)
 
 
 def _rss_mb(pid: int) -> float:
@@ -72,29 +97,19 @@ def run_foundation_bench(rounds: int = 3) -> int:
     profile_session_ms = {"classroom": 2000}
     startup, leader_moves, controller_moves, rss = [], [], [], []
     for _ in range(rounds):
-        with tempfile.TemporaryDirectory(prefix="kafkasim-bench-") as tmp:
-            data_dir = Path(tmp)
-            began = time.monotonic()
-            spec = up(data_dir, brokers=3, profile="classroom", base_port=0, say=lambda _: None)
+        began = time.monotonic()
+        with temporary_cluster(3, "classroom") as (spec, layout):
             startup.append(time.monotonic() - began)
-            layout = ClusterLayout(data_dir)
-            try:
-                asyncio.run(_create(spec.zookeeper, "bench"))
-                connect = spec.zookeeper
-                _poll(lambda c=connect: all(p.leader >= 0 for p in asyncio.run(_state(c, ["bench"])).partitions), 30)
-                time.sleep(3)  # idle memory means idle: let start-up allocations settle
-                for broker in spec.brokers:
-                    pid = layout.broker_pid(broker.broker_id).read()
-                    if pid is not None:
-                        rss.append(_rss_mb(pid))
-                leader_moves.append(_leader_failover(spec, layout))
-                controller_moves.append(_controller_failover(spec, layout))
-            finally:
-                for broker in spec.brokers:
-                    pid = layout.broker_pid(broker.broker_id).read()
-                    if pid is not None:
-                        os.killpg(pid, signal.SIGKILL)
-                down(data_dir, say=lambda _: None)
+            asyncio.run(_create(spec.zookeeper, "bench"))
+            connect = spec.zookeeper
+            _poll(lambda c=connect: all(p.leader >= 0 for p in asyncio.run(_state(c, ["bench"])).partitions), 30)
+            time.sleep(3)  # idle memory means idle: let start-up allocations settle
+            for broker in spec.brokers:
+                pid = layout.broker_pid(broker.broker_id).read()
+                if pid is not None:
+                    rss.append(_rss_mb(pid))
+            leader_moves.append(_leader_failover(spec, layout))
+            controller_moves.append(_controller_failover(spec, layout))
     session_s = profile_session_ms["classroom"] / 1000
 
     def summary(values: list[float], unit: str = "s") -> str:

@@ -79,10 +79,34 @@ def _parser() -> argparse.ArgumentParser:
     start = sub.add_parser("start", help="start a stopped broker of the cluster")
     start.add_argument("broker_id", type=int)
 
-    bench = sub.add_parser("bench", help="measure start-up, failover and memory figures")
-    bench.add_argument("what", choices=["foundation"])
-    bench.add_argument("--rounds", type=int, default=3)
+    bench = sub.add_parser("bench", help="measure figures on a fresh cluster of its own (temporary data dir)",
+                           description="foundation: start-up, failover and memory figures. client: produce and "
+                                       "consume throughput and produce latency with confluent-kafka.")
+    bench.add_argument("what", choices=["foundation", "client"])
+    bench.add_argument("--rounds", type=_positive_int, default=3, help="foundation: clusters to start")
+    bench.add_argument("--messages", type=_positive_int, default=300_000,
+                       help="client: 1 KiB messages for the produce throughput (default 300000)")
+    bench.add_argument("--size-mib", type=_positive_int, default=1024,
+                       help="client: size of the topic read from the beginning (default 1024)")
+    bench.add_argument("--latency-messages", type=_positive_int, default=5000,
+                       help="client: messages timed for the produce latency (default 5000)")
+    bench.add_argument("--latency-rate", type=_positive_int, default=500,
+                       help="client: messages per second during the latency phase (default 500)")
+    bench.add_argument("--phase-timeout", type=_positive_int, default=120, metavar="SECONDS",
+                       help="client: a phase that takes longer stops the run with exit status 1 (default 120)")
+    bench.add_argument("--json", action="store_true", help="client: print the figures as JSON")
+    bench.add_argument("--strict", action="store_true", help="client: exit with status 1 when a target is missed")
     return parser
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
+    return value
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -122,6 +146,13 @@ def _dispatch(args: argparse.Namespace, data_dir: Path) -> int:
 
         start_broker(data_dir, args.broker_id)
         return 0
+    if args.command == "bench" and args.what == "client":
+        from cluster.bench_client import ClientBenchSettings, run_client_bench
+
+        settings = ClientBenchSettings(messages=args.messages, size_mib=args.size_mib,
+                                       latency_messages=args.latency_messages, latency_rate=args.latency_rate,
+                                       phase_timeout_s=float(args.phase_timeout))
+        return run_client_bench(settings, as_json=args.json, strict=args.strict)
     if args.command == "bench":
         from cluster.bench import run_foundation_bench
 

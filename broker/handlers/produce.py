@@ -50,8 +50,10 @@ def check_idempotence(partition: Partition, records: bytes) -> ProducePartitionS
     if decision.duplicate_of is not None:
         # A retried batch the log already holds: Kafka 2.x answers with the original offsets.
         original = decision.duplicate_of
+        # acks=all still waits for the original to be committed: the retry is answered like the first try
         return ProducePartitionStatus(ErrorCode.none, base_offset=original.first_offset,
-                                      log_start_offset=partition.log.log_start_offset)
+                                      log_start_offset=partition.log.log_start_offset,
+                                      required_offset=original.last_offset + 1)
     return ProducePartitionStatus(decision.error_code, error_message=decision.message)
 
 

@@ -431,8 +431,6 @@ def test_a_follower_replica_serves_no_reads(tmp_path):
     assert refused.value.error_code == ErrorCode.not_leader_or_follower
 
 
-@pytest.mark.xfail(strict=True, reason="read_records checks leadership before the leader epoch; Kafka's "
-                                       "getLocalLog (and kafka-internals.md §3.8) checks the epoch first")
 def test_a_read_naming_an_older_epoch_at_a_deposed_leader_is_fenced(tmp_path):
     partition = leader_partition(tmp_path, leader_epoch=3)
     partition.make_follower(leadership(leader=FOLLOWER, leader_epoch=4, isr=(FOLLOWER, LEADER)))

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import pytest
 from kio.schema.errors import ErrorCode
 
 from broker.delayed_ops import FetchParams, FetchPartitionRequest
@@ -14,7 +13,9 @@ from broker.partition import FetchIsolation, IsrProposal, Partition
 from broker.replica_manager import ReplicaIO, ReplicaManager
 from tests.broker.support import (
     FOLLOWER,
+    LAG_MS,
     LEADER,
+    OTHER,
     PARTITION,
     T0,
     TOPIC,
@@ -200,9 +201,25 @@ def test_a_parked_acks_all_produce_answers_not_leader_or_follower_when_the_broke
     assert answers.only[TP].error == ErrorCode.not_leader_or_follower
 
 
-@pytest.mark.xfail(strict=True, reason="check_idempotence answers a duplicate with required_offset=-1, so "
-                                       "acks=all acknowledges a retried batch before the HW reaches it; Kafka "
-                                       "waits for HW >= duplicate lastOffset + 1 (DelayedProduce)")
+
+def test_an_append_that_moves_the_high_watermark_completes_a_parked_acks_all_produce(tmp_path):
+    broker = leader_broker(tmp_path, history=10, isr=(LEADER, FOLLOWER), replicas=(LEADER, FOLLOWER, OTHER))
+    follower_fetch(broker, 10, T0)
+    fetch(broker, {TP: 10}, replica_id=OTHER, now_ms=T0 + 100, max_wait_ms=0)  # caught up, outside the ISR
+    answers = produce(broker, acks=-1, now_ms=T0 + 150, timeout_ms=10 * LAG_MS)
+    follower_fetch(broker, 11, T0 + 200)
+    assert not answers.answered  # OTHER, caught up a moment ago, still holds the high watermark at 10
+    produce(broker, acks=1, now_ms=T0 + 100 + LAG_MS + 1)  # OTHER no longer counts: the HW moves to 11
+    assert answers.only[TP].error == ErrorCode.none
+
+
+def test_the_isr_expiration_task_proposes_dropping_followers_that_fell_behind(tmp_path):
+    broker = leader_broker(tmp_path, history=2, isr=(LEADER, FOLLOWER))
+    broker.io.shrink_isrs(T0 + LAG_MS)
+    assert broker.proposals == []
+    broker.io.shrink_isrs(T0 + LAG_MS + 1)
+    assert [p.isr for p in broker.proposals] == [(LEADER,)]
+
 def test_a_retried_acks_all_batch_is_answered_only_once_the_original_is_committed(tmp_path):
     broker = leader_broker(tmp_path, isr=(LEADER, FOLLOWER), min_insync=2)
     records = batch(2, producer_id=7, producer_epoch=0, base_sequence=0)
@@ -346,9 +363,6 @@ def test_detaching_a_deleted_partition_answers_its_parked_acks_all_produce_with_
     assert broker.io.produce_purgatory.num_delayed == 0
 
 
-@pytest.mark.xfail(strict=True, reason="DelayedProduce looks partitions up with hosted.get and answers "
-                                       "UNKNOWN_TOPIC_OR_PARTITION; Kafka's getPartitionOrError (and the fetch "
-                                       "path here) answer NOT_LEADER_OR_FOLLOWER for a topic still in metadata")
 def test_detaching_a_partition_answers_its_parked_acks_all_produce_with_not_leader_when_the_cluster_knows_it(
         tmp_path):
     broker = leader_broker(tmp_path, isr=(LEADER, FOLLOWER))
