@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 
 from broker.log.config import LogConfig, topic_property_names
 from broker.log.errors import CorruptCheckpointError, LogDirInUseError
-from broker.log.log import Log
+from broker.log.log import Log, parse_topic_partition
 from broker.log.log_manager import LogManager
 from broker.replica_manager import ReplicaState, TopicPartition
 from zk.client import ZkClient
@@ -52,12 +52,27 @@ class LogService:
             log.error("%s; high watermarks start from 0", exc)
             return {}
 
-    def startup(self) -> None:
+    async def startup(self) -> None:
+        """Load every log with its topic's config, read from ZooKeeper first as Kafka's LogManager does:
+        recovery after a crash depends on it (flush settings, simulated unflushed loss)."""
+        for topic in sorted(self._topics_on_disk()):
+            self.manager.topic_configs[topic] = await self._topic_config(topic)
         try:
             self.manager.startup()
         except LogDirInUseError as exc:
             raise LogDirectoryError(f"{exc}: is another broker using the same log.dirs?") from None
         self._task = asyncio.get_running_loop().create_task(self._periodic(), name="log-maintenance")
+
+    def _topics_on_disk(self) -> set[str]:
+        topics = set()
+        for log_dir in self.manager.log_dirs:
+            if log_dir.is_dir():
+                for child in log_dir.iterdir():
+                    try:
+                        topics.add(parse_topic_partition(child.name)[0])
+                    except ValueError:
+                        continue
+        return topics
 
     async def _topic_config(self, topic: str) -> LogConfig:
         data, _ = await self.zk.get_or_none(TopicConfigZNode.path(topic))

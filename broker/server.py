@@ -124,8 +124,7 @@ class KafkaServer:
         self.loop = asyncio.get_running_loop()
         for listener in self.config.bound_listeners:
             check_port_free(listener)
-        self.log_service.startup()
-        self._checkpointed_high_watermarks = self.log_service.read_high_watermarks()
+
         self._timers = [AsyncioTimer(self.replica_io.produce_purgatory.timer, self.loop),
                         AsyncioTimer(self.replica_io.fetch_purgatory.timer, self.loop)]
         self.isr_manager.start()
@@ -136,6 +135,8 @@ class KafkaServer:
         await self.zk.start(say=lambda msg: log.warning("%s", msg))
         await create_top_level_paths(self.zk)
         self.cluster_id = await get_or_create_cluster_id(self.zk)
+        await self.log_service.startup()  # after ZooKeeper: each log opens with its topic's config
+        self._checkpointed_high_watermarks = self.log_service.read_high_watermarks()
         await self._register()
         self.controller = KafkaController(
             self.broker_id, self.zk, self.trace, cluster_listener_name=self.config.inter_broker_listener_name,

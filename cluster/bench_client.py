@@ -5,7 +5,7 @@ with confluent-kafka (librdkafka) on the same machine as the brokers:
 (b) consume throughput: a topic of ``--size-mib`` MiB (1 GiB by default) read from the beginning;
 (c) produce latency: send -> delivery callback at a fixed rate, linger.ms=0, p50 and p99.
 
-Every topic has replication factor 1 (followers do not fetch yet), so acks=1 is also acks=all. The
+Every topic has replication factor 1 (written while followers did not fetch yet), so acks=1 is acks=all. The
 consumer takes its partitions with assign() at explicit offsets and never commits: confluent-kafka insists
 on a group.id, and librdkafka then keeps looking for the group coordinator in the background, which this
 kafkasim answers by closing the connection (counted in the consume phase) — but fetching never waits on it.
@@ -31,8 +31,16 @@ from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from cluster.bench import temporary_cluster
-from cluster.bench_figures import MIB, CpuSample, Figure, PhaseReport, percentile, render_table, report_dict, \
-    throughput_mib_s
+from cluster.bench_figures import (
+    MIB,
+    CpuSample,
+    Figure,
+    PhaseReport,
+    percentile,
+    render_table,
+    report_dict,
+    throughput_mib_s,
+)
 from cluster.processes import ClusterError, ClusterLayout, ClusterSpec
 
 CLIENT_VERSION = getattr(confluent_kafka, "__version__", None) or str(confluent_kafka.version())

@@ -70,7 +70,7 @@ class LogManager:
             self._lock(log_dir)
             marker = log_dir / CLEAN_SHUTDOWN_MARKER
             had_clean_shutdown = marker.exists()
-            if not had_clean_shutdown:
+            if not had_clean_shutdown and any(p.is_dir() for p in log_dir.iterdir()):
                 log.warning("%s: no clean shutdown marker; recovering logs from their recovery points", log_dir)
             recovery_points = self._read_or_empty(log_dir / RECOVERY_POINT_CHECKPOINT)
             log_start_offsets = self._read_or_empty(log_dir / LOG_START_OFFSET_CHECKPOINT)

@@ -26,6 +26,7 @@ from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
 from kafka.record.default_records import DefaultRecordBatch
 from kio.schema.errors import ErrorCode
 
+from broker.log.checkpoint import LEADER_EPOCH_CHECKPOINT, LeaderEpochCheckpointFile
 from broker.log.record_batch import HEADER_SIZE, parse_header
 from broker.log.records import Record, build_batch
 from cluster.admin import PartitionView
@@ -35,6 +36,11 @@ from traces import events as te
 
 SESSION_S = 2.0  # the classroom profile's zookeeper.session.timeout.ms
 NONE = ErrorCode.none.value
+NOT_LEADER_OR_FOLLOWER = ErrorCode.not_leader_or_follower.value
+NOT_ENOUGH_REPLICAS = ErrorCode.not_enough_replicas.value
+NOT_ENOUGH_REPLICAS_AFTER_APPEND = ErrorCode.not_enough_replicas_after_append.value
+FENCED_LEADER_EPOCH = ErrorCode.fenced_leader_epoch.value
+UNKNOWN_LEADER_EPOCH = ErrorCode.unknown_leader_epoch.value
 # what a client retries after refreshing its metadata: the leader moved, or has not heard of its election yet
 RETRIABLE_ROUTING = {e.value for e in (ErrorCode.unknown_topic_or_partition, ErrorCode.leader_not_available,
                                        ErrorCode.not_leader_or_follower, ErrorCode.unknown_leader_epoch,
@@ -270,7 +276,7 @@ def log_end_offset(cluster: RunningCluster, broker_id: int, topic: str, partitio
 
 def wait_for_identical_replicas(cluster: RunningCluster, topic: str, replicas: list[int], timeout_s: float,
                                 partition: int = 0) -> bytes:
-    """Every replica's log is byte for byte the same (the followers caught up and nothing diverged)."""
+    """Every replica's (non-empty) log is byte for byte the same: the followers caught up, nothing diverged."""
     def same() -> bytes | None:
         logs = {b: log_bytes(cluster, b, topic, partition) for b in replicas}
         distinct = set(logs.values())
@@ -290,6 +296,12 @@ def wait_for_isr(cluster: RunningCluster, topic: str, isr: list[int], timeout_s:
                  partition: int = 0) -> PartitionView:
     return wait_until(lambda: sorted((v := partition_state(cluster, topic, partition)).isr) == sorted(isr) and v,
                       timeout_s, f"the ISR of {topic}-{partition} to be {sorted(isr)}")
+
+
+def leader_epoch_cache(cluster: RunningCluster, broker_id: int, topic: str, partition: int = 0) -> dict[int, int]:
+    """epoch -> start offset, from the replica's leader-epoch-checkpoint (rewritten on every change)."""
+    entries = LeaderEpochCheckpointFile(partition_dir(cluster, broker_id, topic, partition) / LEADER_EPOCH_CHECKPOINT)
+    return {entry.epoch: entry.start_offset for entry in entries.read()}
 
 
 def high_watermark_checkpoint(cluster: RunningCluster, broker_id: int, topic: str, partition: int = 0) -> int | None:

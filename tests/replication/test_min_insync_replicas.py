@@ -15,22 +15,25 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from tests.harness import wait_until
 from tests.replication.support import (
+    NOT_ENOUGH_REPLICAS,
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND,
     SESSION_S,
+    batches,
     controller_and_others,
     log_end_offset,
     make_topic,
     produce,
     produce_acknowledged,
     values_by_offset,
-    batches,
     wait_for_identical_replicas,
     wait_for_isr,
+    wait_for_leader,
 )
 
 pytestmark = [pytest.mark.processes, pytest.mark.slow, pytest.mark.chaos]
 TOPIC = "guarded"
-NOT_ENOUGH_REPLICAS, NOT_ENOUGH_REPLICAS_AFTER_APPEND = 19, 20
 
 
 def test_acks_all_needs_min_insync_replicas_and_acks_1_does_not(cluster_factory):
@@ -64,3 +67,14 @@ def test_acks_all_needs_min_insync_replicas_and_acks_1_does_not(cluster_factory)
     assert produce_acknowledged(cluster, leader, TOPIC, [b"in-sync-again"], acks=-1).base_offset == end + 1
     settled = wait_for_identical_replicas(cluster, TOPIC, [leader, *followers], 10)
     assert values_by_offset(batches(settled)) == {0: b"all-in-sync", 1: b"parked", 2: b"acks=1", 3: b"in-sync-again"}
+
+
+def test_a_topic_level_min_insync_replicas_survives_a_broker_restart(cluster_factory):
+    cluster = cluster_factory(brokers=1)
+    make_topic(cluster, TOPIC, [1], {"min.insync.replicas": "2"})
+    assert produce(cluster, 1, TOPIC, [b"refused"], acks=-1).error_code == NOT_ENOUGH_REPLICAS
+    cluster.signal(1, signal.SIGTERM)  # a clean restart: the bug is not about crashes
+    wait_until(lambda: cluster.pid(1) is None, 30, "the broker to stop")
+    cluster.start(1)
+    wait_for_leader(cluster, TOPIC, 1, 15)
+    assert produce(cluster, 1, TOPIC, [b"refused-again"], acks=-1).error_code == NOT_ENOUGH_REPLICAS

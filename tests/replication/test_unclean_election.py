@@ -18,6 +18,7 @@ from tests.replication.support import (
     SESSION_S,
     batches,
     events,
+    leader_epoch_cache,
     make_topic,
     partition_state,
     produce_acknowledged,
@@ -58,6 +59,7 @@ def test_unclean_election_loses_committed_records_and_the_logs_converge(cluster_
     assert unclean.election == "unclean"
     offline = partition_state(cluster, CAREFUL)
     assert (offline.leader, offline.isr) == (-1, [A])  # never an empty ISR: waits for A
+    assert leader_epoch_cache(cluster, B, GAMBLE) == {0: 0, elected.leader_epoch: 5}
     assert produce_acknowledged(cluster, B, GAMBLE, [b"x"], acks=-1).base_offset == 5
 
     cluster.start(A)  # 4

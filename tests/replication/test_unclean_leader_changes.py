@@ -21,6 +21,7 @@ import pytest
 from tests.replication.support import (
     SESSION_S,
     events,
+    leader_epoch_cache,
     log_bytes,
     make_topic,
     produce_acknowledged,
@@ -35,6 +36,7 @@ pytestmark = [pytest.mark.processes, pytest.mark.slow, pytest.mark.chaos]
 TOPIC = "flipflop"
 A, B = 1, 2
 FINAL_A = [(0, 0, b"m0"), (1, 2, b"a1"), (2, 2, b"a2"), (3, 2, b"a3"), (4, 4, b"a4"), (5, 4, b"a5")]
+FINAL_A_CACHE = {0: 0, 2: 1, 4: 4}
 
 
 def write(cluster, leader: int, values: list[bytes]) -> None:
@@ -64,8 +66,10 @@ def flip_flop(cluster_factory, rule: str):
     hand_over(cluster, down=B, up=A, leader=A, epoch=2, values=[b"a1", b"a2", b"a3"])  # 3
     hand_over(cluster, down=A, up=B, leader=B, epoch=3, values=[b"b2"])  # 4
     assert offsets_epochs_values(cluster, B) == [(0, 0, b"m0"), (1, 1, b"b1"), (2, 3, b"b2")]
+    assert leader_epoch_cache(cluster, B, TOPIC) == {0: 0, 1: 1, 3: 2}
     hand_over(cluster, down=B, up=A, leader=A, epoch=4, values=[b"a4", b"a5"])  # 5
     assert offsets_epochs_values(cluster, A) == FINAL_A
+    assert leader_epoch_cache(cluster, A, TOPIC) == FINAL_A_CACHE
     cluster.start(B)  # 6
     wait_for_isr(cluster, TOPIC, [A, B], 20)
     return cluster
@@ -80,6 +84,8 @@ def test_kip101_single_epoch_lookup_diverges_after_fast_unclean_leader_changes(c
                                                  (3, 2, b"a3"), (4, 4, b"a4"), (5, 4, b"a5")]
     assert offsets_epochs_values(cluster, A) == FINAL_A
     assert log_bytes(cluster, A, TOPIC) != log_bytes(cluster, B, TOPIC)
+    # B's epoch cache no longer even mentions epoch 3, whose batch it still holds at offset 2
+    assert leader_epoch_cache(cluster, B, TOPIC) == {0: 0, 1: 1, 2: 3, 4: 4}
 
 
 def test_kip279_walks_back_to_the_common_ancestor_and_converges(cluster_factory):
@@ -90,3 +96,4 @@ def test_kip279_walks_back_to_the_common_ancestor_and_converges(cluster_factory)
     assert steps == [("kip-279", 3, 2), ("kip-279", 2, 1)]
     wait_for_identical_replicas(cluster, TOPIC, [A, B], 10)
     assert offsets_epochs_values(cluster, B) == FINAL_A
+    assert leader_epoch_cache(cluster, B, TOPIC) == FINAL_A_CACHE
