@@ -10,7 +10,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.delayed_ops import ProducePartitionStatus
 from broker.handlers.common import NO_THROTTLE, millis, response_module
-from broker.log.record_batch import CURRENT_MAGIC, HEADER_SIZE, parse_header
+from broker.log.record_batch import CURRENT_MAGIC, HEADER_SIZE, MalformedBatch, check_batch_at, parse_header
 from broker.network import CloseConnectionError, Delayed
 from broker.partition import Partition
 from broker.protocol.build import build
@@ -44,7 +44,16 @@ def validate_records(records: bytes | None, version: int) -> ProducePartitionSta
 
 
 def check_idempotence(partition: Partition, records: bytes) -> ProducePartitionStatus | None:
-    decision = partition.check_producer_batch(parse_header(records, 0))
+    header = parse_header(records, 0)
+    if header.producer_id < 0:
+        return None
+    try:
+        # Kafka validates the batch (CRC) before looking at sequences: a corrupt copy is CORRUPT_MESSAGE,
+        # never mistaken for a duplicate or a sequence gap.
+        check_batch_at(records, 0, len(records))
+    except MalformedBatch as exc:
+        return ProducePartitionStatus(exc.error_code, error_message=str(exc))
+    decision = partition.check_producer_batch(header)
     if decision is None:
         return None
     if decision.duplicate_of is not None:

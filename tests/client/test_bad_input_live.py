@@ -223,11 +223,6 @@ def produce_raw(connection: RawConnection, batch: bytes):
     return connection.request(produce_request("t1", 0, batch), 8).responses[0].partition_responses[0]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "broker/handlers/produce.py check_idempotence runs before the log's CRC-32C check: a corrupted copy of an "
-    "idempotent batch the log already holds is answered NONE with the original base offset; Kafka validates "
-    "CRCs first (Log.analyzeAndValidateRecords, before analyzeAndValidateProducerState) and answers "
-    "CORRUPT_MESSAGE"))
 def test_a_retried_idempotent_batch_with_a_corrupted_record_is_refused_as_corrupt(watcher):
     batch = record_batch([b"a", b"b", b"c"], producer_id=424242, producer_epoch=0, base_sequence=0)
     assert produce_raw(watcher, batch).error_code == NONE
@@ -237,10 +232,6 @@ def test_a_retried_idempotent_batch_with_a_corrupted_record_is_refused_as_corrup
     assert answer.error_code == CORRUPT_MESSAGE
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "broker/handlers/produce.py check_idempotence runs before the log's CRC-32C check: an idempotent batch with "
-    "a bad CRC and an unexpected sequence is answered OUT_OF_ORDER_SEQUENCE_NUMBER (45), which makes the "
-    "producer reset its sequences, instead of CORRUPT_MESSAGE as Kafka answers (CRC checked first)"))
 def test_an_idempotent_batch_with_a_bad_crc_and_a_gap_in_sequence_is_refused_as_corrupt(watcher):
     first = record_batch([b"a"], producer_id=434343, producer_epoch=0, base_sequence=0)
     assert produce_raw(watcher, first).error_code == NONE
