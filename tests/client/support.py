@@ -24,7 +24,6 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 from tests.cluster.test_controller import make_topic
 from tests.harness import RunningCluster, wait_until
 
-
 T = TypeVar("T")
 MAGIC_V2 = 2
 LATEST = -1
@@ -112,11 +111,11 @@ def exchange(port: int, frame: bytes, timeout_s: float) -> bytes | None:
             return None
 
 
-def record_batch(values: list[bytes], *, producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1,
-                 compression: int = 0, first_timestamp_ms: int | None = None) -> bytes:
-    builder = DefaultRecordBatchBuilder(MAGIC_V2, compression, False, producer_id, producer_epoch, base_sequence,
-                                        1 << 20)
-    start = int(time.time() * 1000) if first_timestamp_ms is None else first_timestamp_ms
+def record_batch(values: list[bytes], *, producer_id: int = -1, producer_epoch: int = -1,
+                 base_sequence: int = -1) -> bytes:
+    """An uncompressed v2 batch as a producer sends it (baseOffset 0), timestamped now."""
+    builder = DefaultRecordBatchBuilder(MAGIC_V2, 0, False, producer_id, producer_epoch, base_sequence, 1 << 20)
+    start = int(time.time() * 1000)
     for delta, value in enumerate(values):
         builder.append(delta, start + delta, None, value, [])
     return bytes(builder.build())
@@ -128,10 +127,11 @@ def produce_request(topic: str, partition: int, records: bytes, acks: int = 1) -
                           topic_data=[ProduceRequest.TopicProduceData(name=topic, partition_data=[partition_data])])
 
 
-def fetch_request(topic: str, partition: int, offset: int, max_wait_ms: int = 0) -> FetchRequest:
+def fetch_request(topic: str, partition: int, offset: int) -> FetchRequest:
+    """A Fetch that answers at once, whatever there is to read."""
     wanted = FetchRequest.FetchTopic.FetchPartition(partition=partition, current_leader_epoch=-1, fetch_offset=offset,
                                                     log_start_offset=-1, partition_max_bytes=1 << 20)
-    return FetchRequest(replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=50 << 20, isolation_level=0,
+    return FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=50 << 20, isolation_level=0,
                         session_id=0, session_epoch=-1, topics=[FetchRequest.FetchTopic(topic=topic,
                                                                                         partitions=[wanted])],
                         forgotten_topics_data=[], rack_id="")
@@ -200,7 +200,7 @@ def create_topic(cluster: RunningCluster, name: str, partitions: int, replicatio
                 return False
         return True
 
-    wait_until(everywhere, 15, f"every broker's metadata to show {name} with leaders")
+    wait_until(everywhere, 30, f"every broker's metadata to show {name} with leaders")
 
 
 # confluent-kafka consumers need a group.id, and with one librdkafka looks for the group coordinator even in

@@ -49,11 +49,13 @@ def test_kcat_produces_with_a_codec_and_consumes_every_line_back(cluster, codec)
     topic = f"kcat-{codec}"
     create_topic(cluster, topic, 1)
     lines = [f"{codec} line {i} " + "x" * (i % 50) for i in range(200)]
-    kcat(cluster, "-P", "-t", topic, "-p", "0", "-z", codec, "-X", "linger.ms=20", stdin="\n".join(lines) + "\n")
-    assert {b.compression_type for b in fetch_batches(cluster, topic)} == {CODECS[codec]}
+    produced = kcat(cluster, "-P", "-t", topic, "-p", "0", "-z", codec, "-X", "linger.ms=20",
+                    stdin="\n".join(lines) + "\n")
+    stored = {b.compression_type for b in fetch_batches(cluster, topic)}
+    assert stored == {CODECS[codec]}, f"batches stored with codecs {stored}; kcat said: {produced.stderr}"
 
     consumed = kcat(cluster, "-C", "-t", topic, "-p", "0", "-o", "beginning", "-e", "-f", "%o %s\n")
-    assert consumed.stdout.splitlines() == [f"{i} {line}" for i, line in enumerate(lines)]
+    assert consumed.stdout.splitlines() == [f"{i} {line}" for i, line in enumerate(lines)], consumed.stderr
     assert f"Reached end of topic {topic} [0] at offset 200: exiting" in consumed.stderr
 
 

@@ -131,7 +131,10 @@ def test_a_paused_controller_is_fenced_and_resigns(cluster):
     assert cluster.raw("/controller_epoch")[0] == b"2"
     for p in state.partitions:
         q = after.partition("paused", p.partition)
-        assert (q.leader, q.leader_epoch, q.isr, q.zk_version) == (p.leader, p.leader_epoch, p.isr, p.zk_version)
+        # Leadership is what the new controller decided; the only change since is the leader itself
+        # adding the resumed broker back to the ISR once it caught up (same leader epoch, ISR grows).
+        assert (q.leader, q.leader_epoch) == (p.leader, p.leader_epoch)
+        assert set(p.isr) <= set(q.isr) and q.zk_version >= p.zk_version
     # nothing the deposed controller decided reached ZooKeeper after it was paused
     resigned = next(e for e in cluster.traces(old) if isinstance(e, te.ControllerResigned))
     late = [e for e in cluster.traces(old) if isinstance(e, te.LeaderElected) and e.ts_ms > resigned.ts_ms]
