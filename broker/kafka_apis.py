@@ -8,13 +8,12 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from kio.index import load_payload_module
 from kio.schema.errors import ErrorCode
-from kio.static.constants import EntityType
 from kio.static.protocol import ResponsePayload
 
 from broker.config import Listener
 from broker.handlers import admin, fetch, offsets, produce
+from broker.handlers.common import response_module
 from broker.protocol.api_versions import handle_api_versions
 from broker.protocol.build import build
 from broker.protocol.messages import Request
@@ -31,8 +30,6 @@ class ApiNotServedError(RuntimeError):
     """An advertised API this version of kafkasim does not answer yet; the connection is closed."""
 
 
-def response_module(api_key: int, version: int):
-    return load_payload_module(api_key, version, EntityType.response)
 
 
 

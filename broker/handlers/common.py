@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from datetime import timedelta
 
 from kio.index import load_payload_module
@@ -10,6 +11,7 @@ from kio.static.constants import EntityType
 NO_THROTTLE = timedelta(0)
 
 
+@functools.cache  # kio resolves the module by name on every call: once per (api, version) is enough
 def response_module(api_key: int, version: int):
     return load_payload_module(api_key, version, EntityType.response)
 
