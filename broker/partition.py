@@ -317,6 +317,12 @@ class Partition:
         if self.pending_isr == proposal.isr:
             self.pending_isr = None
 
+    def end_offset_for_epoch(self, current_leader_epoch: int | None, leader_epoch: int) -> tuple[int, int]:
+        """OffsetsForLeaderEpoch as the leader answers it (KIP-279, fenced by KIP-320)."""
+        self.check_leader_epoch(current_leader_epoch)
+        self._require_leader()
+        return self.log.leader_epoch_cache.end_offset_for(leader_epoch)
+
     # --- reads --------------------------------------------------------------------------------------
 
     def read_records(self, fetch_offset: int, max_bytes: int, *, isolation: FetchIsolation,

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from kio.schema.errors import ErrorCode
 
 from broker.delayed_ops import FetchParams, FetchPartitionRequest
+from broker.handlers.common import answer_once
 from broker.partition import NO_EPOCH, FetchIsolation, PartitionError
 from clusterplane import cluster_pb2 as pb
 from clusterplane.cluster_pb2_grpc import ReplicationServicer
@@ -29,11 +30,7 @@ class ReplicationService(ReplicationServicer):
                                               current_leader_epoch=p.current_leader_epoch,
                                               log_start_offset=p.log_start_offset)
                         for p in request.partitions])
-        future = server.loop.create_future()
-
-        def respond(results: dict) -> None:
-            if not future.done():
-                future.set_result(results)
+        future, respond = answer_once(server.loop)
 
         server.replica_io.fetch_messages(params, server.now_ms(), respond)
         results = await future
@@ -62,8 +59,7 @@ class ReplicationService(ReplicationServicer):
         for p in request.partitions:
             try:
                 partition = self.server.replica_io.leader_partition((p.topic, p.partition))
-                partition.check_leader_epoch(p.current_leader_epoch)
-                epoch, end_offset = partition.log.leader_epoch_cache.end_offset_for(p.leader_epoch)
+                epoch, end_offset = partition.end_offset_for_epoch(p.current_leader_epoch, p.leader_epoch)
                 error = ErrorCode.none
             except PartitionError as exc:
                 error, epoch, end_offset = exc.error_code, NO_EPOCH, -1

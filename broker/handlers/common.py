@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import functools
+from collections.abc import Callable
 from datetime import timedelta
 
 from kio.index import load_payload_module
@@ -18,3 +20,14 @@ def response_module(api_key: int, version: int):
 
 def millis(value: timedelta | int) -> int:
     return int(value.total_seconds() * 1000) if isinstance(value, timedelta) else int(value)
+
+
+def answer_once(loop: asyncio.AbstractEventLoop) -> tuple[asyncio.Future, Callable[[object], None]]:
+    """A future and the ``respond`` callback that completes it: ReplicaIO answers through the callback,
+    at once or later from a purgatory, and only the first answer counts."""
+    future = loop.create_future()
+
+    def respond(result: object) -> None:
+        if not future.done():
+            future.set_result(result)
+    return future, respond

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from kio.schema.errors import ErrorCode
 
 from broker.delayed_ops import FetchParams, FetchPartitionRequest, FetchPartitionResult
-from broker.handlers.common import NO_THROTTLE, millis, response_module
+from broker.handlers.common import NO_THROTTLE, answer_once, millis, response_module
 from broker.network import Delayed
 from broker.partition import FetchIsolation
 from broker.protocol.build import build
@@ -36,11 +36,7 @@ async def handle_fetch(server: KafkaServer, request: Request):
     params = FetchParams(replica_id=CONSUMER_REPLICA_ID, max_wait_ms=millis(body.max_wait),
                          min_bytes=body.min_bytes, max_bytes=getattr(body, "max_bytes", 0x7FFFFFFF),
                          isolation=FetchIsolation.HIGH_WATERMARK, partitions=partitions)
-    future = server.loop.create_future()
-
-    def respond(results: dict) -> None:
-        if not future.done():
-            future.set_result(results)
+    future, respond = answer_once(server.loop)
 
     server.replica_io.fetch_messages(params, server.now_ms(), respond)
 

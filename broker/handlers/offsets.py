@@ -64,8 +64,8 @@ async def handle_offset_for_leader_epoch(server: KafkaServer, request: Request):
         for p in topic.partitions:
             try:
                 partition = server.replica_io.leader_partition((topic.topic, p.partition))
-                partition.check_leader_epoch(getattr(p, "current_leader_epoch", None))
-                epoch, end_offset = partition.log.leader_epoch_cache.end_offset_for(p.leader_epoch)
+                epoch, end_offset = partition.end_offset_for_epoch(getattr(p, "current_leader_epoch", None),
+                                                                   p.leader_epoch)
                 error = ErrorCode.none
             except PartitionError as exc:
                 error, epoch, end_offset = exc.error_code, NO_EPOCH, -1

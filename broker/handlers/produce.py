@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from kio.schema.errors import ErrorCode
 
 from broker.delayed_ops import ProducePartitionStatus
-from broker.handlers.common import NO_THROTTLE, millis, response_module
+from broker.handlers.common import NO_THROTTLE, answer_once, millis, response_module
 from broker.log.record_batch import CURRENT_MAGIC, HEADER_SIZE, MalformedBatch, check_batch_at, parse_header
 from broker.network import CloseConnectionError, Delayed
 from broker.partition import Partition
@@ -79,11 +79,7 @@ async def handle_produce(server: KafkaServer, request: Request):
                 refused[tp] = problem
             else:
                 entries[tp] = data.records
-    future = server.loop.create_future()
-
-    def respond(statuses: dict) -> None:
-        if not future.done():
-            future.set_result(statuses)
+    future, respond = answer_once(server.loop)
 
     server.replica_io.append_records(entries, body.acks, millis(body.timeout), server.now_ms(), respond,
                                      check=check_idempotence)
