@@ -114,7 +114,8 @@ class SocketServer:
     async def _serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
                                 listener: Listener) -> None:
         peer = writer.get_extra_info("peername")
-        responses: asyncio.Queue[asyncio.Future | None] = asyncio.Queue()
+        # (response future, API name) in request order; None ends the connection
+        responses: asyncio.Queue[tuple[asyncio.Future, str] | None] = asyncio.Queue()
         sender = asyncio.get_running_loop().create_task(self._send_responses(writer, responses, peer))
         decoder = FrameDecoder(self.max_request_bytes)
         try:
@@ -135,7 +136,7 @@ class SocketServer:
         decoded = decode_request(frame)
         future = asyncio.get_running_loop().create_future()
         if isinstance(decoded, Request):
-            await responses.put(future)
+            await responses.put((future, api_name(decoded.header.api_key)))
             await self.request_queue.put(_InFlight(decoded, listener, future, time.monotonic()))
             return True
         header = decoded.header
@@ -143,7 +144,7 @@ class SocketServer:
             # Too new an ApiVersions gets a v0 answer so the client can retry lower; never close here.
             future.set_result(encode_response(ApiKey.API_VERSIONS, 0, header.correlation_id,
                                               handle_api_versions(header)))
-            await responses.put(future)
+            await responses.put((future, api_name(header.api_key)))
             return True
         log.warning("closing connection from %s: %s", peer, decoded.reason)
         if header is not None:
@@ -152,7 +153,8 @@ class SocketServer:
 
     async def _send_responses(self, writer: asyncio.StreamWriter, responses: asyncio.Queue, peer: object) -> None:
         try:
-            while (future := await responses.get()) is not None:
+            while (queued := await responses.get()) is not None:
+                future, name = queued
                 try:
                     payload = await future
                 except CloseConnectionError as exc:
@@ -163,11 +165,13 @@ class SocketServer:
                     return
                 if payload is _NO_RESPONSE:
                     continue
+                started = time.monotonic()
                 if isinstance(payload, list):
                     await self._send_parts(writer, payload)
                 else:
                     writer.write(frame_response(payload))
                     await writer.drain()
+                self.metrics.response_send_time_ms[name] += (time.monotonic() - started) * 1000
         except ConnectionError:
             pass
         finally:
