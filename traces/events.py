@@ -169,6 +169,28 @@ class HighWatermarkUpdated(TraceEvent):
     role: Literal["leader", "follower"]
 
 
+class GroupStateChanged(TraceEvent):
+    """A consumer group's coordinator moved the group to another state (Kafka's GroupState names)."""
+
+    event: Literal["group_state_changed"] = "group_state_changed"
+    group_id: str
+    old_state: str
+    new_state: Literal["Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead"]
+    generation_id: int
+    members: int
+    protocol: str | None = None
+    reason: str = ""
+
+
+class FaultInjected(TraceEvent):
+    """kafkasim's own tools broke something on purpose (``broker_id`` is the victim, -1 for none)."""
+
+    event: Literal["fault_injected"] = "fault_injected"
+    action: str            # kill, pause, resume, start, disconnect, connect, ...
+    target: str            # what was hit, e.g. "broker 2 (pid 1234)" or a container name
+    detail: str = ""
+
+
 class TraceEventsDropped(TraceEvent):
     """Written as soon as the buffer has room again: this many events were lost before this line."""
 
@@ -180,7 +202,7 @@ AnyTraceEvent = Annotated[
     ControllerElected | ControllerResigned | ControllerWriteFenced | BrokerRegistered | SessionStateChanged
     | BrokerMembershipChanged | LeaderElected | TopicCreated | TopicDeleted | ControlRequestApplied
     | ReplicaRoleChanged | ControlledShutdownStep | BrokerStopped | ProduceAcknowledged | IsrChanged
-    | FollowerTruncated | HighWatermarkUpdated | TraceEventsDropped,
+    | FollowerTruncated | HighWatermarkUpdated | GroupStateChanged | FaultInjected | TraceEventsDropped,
     Field(discriminator="event"),
 ]
 
