@@ -112,6 +112,10 @@ class KafkaConfig(BaseModel):
     replica_fetch_response_max_bytes: int = Field(10485760, alias="replica.fetch.response.max.bytes", ge=0)
     replica_fetch_backoff_ms: int = Field(1000, alias="replica.fetch.backoff.ms", ge=0)
     replica_socket_timeout_ms: int = Field(30000, alias="replica.socket.timeout.ms", gt=0)
+    replica_high_watermark_checkpoint_interval_ms: int = Field(
+        5000, alias="replica.high.watermark.checkpoint.interval.ms", gt=0)
+    log_retention_check_interval_ms: int = Field(300000, alias="log.retention.check.interval.ms", gt=0)
+    log_flush_offset_checkpoint_interval_ms: int = Field(60000, alias="log.flush.offset.checkpoint.interval.ms", gt=0)
     # Kafka 2.x announces ISR changes once they have been quiet for 5 s, or at least every 60 s
     # (ReplicaManager.maybePropagateIsrChanges); the classroom profile shortens both.
     isr_change_propagation_blackout_ms: int = Field(5000, alias="kafkasim.isr.change.propagation.blackout.ms", ge=0)

@@ -9,6 +9,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 from broker.log.config import LogConfig, topic_property_names
 from broker.log.errors import CorruptCheckpointError, LogDirInUseError
@@ -20,11 +21,18 @@ from zk.znodes import TopicConfigZNode, ZNodeDecodeError
 
 log = logging.getLogger(__name__)
 
-# Kafka's log.flush.offset.checkpoint.interval.ms and log.flush.start.offset.checkpoint.interval.ms
-CHECKPOINT_INTERVAL_S = 60.0
+# How often dirty logs are flushed by their flush.ms / flush.messages; the other intervals are broker config.
 FLUSH_CHECK_INTERVAL_S = 1.0
-HIGH_WATERMARK_CHECKPOINT_INTERVAL_S = 5.0  # replica.high.watermark.checkpoint.interval.ms
-RETENTION_CHECK_INTERVAL_S = 300.0  # log.retention.check.interval.ms
+
+
+@dataclass(frozen=True)
+class MaintenanceIntervals:
+    """Kafka's replica.high.watermark.checkpoint.interval.ms, log.retention.check.interval.ms and
+    log.flush.offset.checkpoint.interval.ms (recovery points and log start offsets), in seconds."""
+
+    high_watermark_checkpoint_s: float = 5.0
+    retention_check_s: float = 300.0
+    offset_checkpoint_s: float = 60.0
 
 
 def now_ms() -> int:
@@ -37,7 +45,9 @@ class LogDirectoryError(RuntimeError):
 
 class LogService:
     def __init__(self, config_properties: Mapping[str, str], log_dirs: list, zk: ZkClient, *,
-                 high_watermarks: Callable[[], Mapping[TopicPartition, int]]) -> None:
+                 high_watermarks: Callable[[], Mapping[TopicPartition, int]],
+                 intervals: MaintenanceIntervals | None = None) -> None:
+        self.intervals = intervals or MaintenanceIntervals()
         self.default_config = LogConfig.from_broker_properties(config_properties)
         self.manager = LogManager(log_dirs, self.default_config, clock=now_ms)
         self.zk = zk
@@ -106,14 +116,14 @@ class LogService:
                 self.manager.flush_dirty_logs()
                 self.manager.delete_expired_files()
                 now = time.monotonic()
-                if now - last_high_watermarks >= HIGH_WATERMARK_CHECKPOINT_INTERVAL_S:
+                if now - last_high_watermarks >= self.intervals.high_watermark_checkpoint_s:
                     self.manager.write_high_watermarks(self._high_watermarks())
                     last_high_watermarks = now
-                if now - last_retention >= RETENTION_CHECK_INTERVAL_S:
+                if now - last_retention >= self.intervals.retention_check_s:
                     # only below the high watermark: retention never deletes what followers still need
                     self.manager.cleanup_logs(self._high_watermarks())
                     last_retention = now
-                if time.monotonic() - last_checkpoint >= CHECKPOINT_INTERVAL_S:
+                if time.monotonic() - last_checkpoint >= self.intervals.offset_checkpoint_s:
                     self.manager.checkpoint_recovery_points()
                     self.manager.checkpoint_log_start_offsets()
                     last_checkpoint = time.monotonic()

@@ -14,7 +14,7 @@ from kio.schema.errors import ErrorCode
 from broker.config import KafkaConfig, Listener
 from broker.control_service import AdminService, ControlPlaneService
 from broker.kafka_apis import KafkaApis
-from broker.log_service import LogDirectoryError, LogService
+from broker.log_service import LogDirectoryError, LogService, MaintenanceIntervals
 from broker.metadata_cache import MetadataCache
 from broker.network import SocketServer
 from broker.registration import (
@@ -76,7 +76,11 @@ class KafkaServer:
             min_insync_replicas=lambda partition: partition.log.config.min_insync_replicas)
         log_properties = {**(config.model_extra or {}), "min.insync.replicas": str(config.min_insync_replicas)}
         self.log_service = LogService(log_properties, config.all_log_dirs, self.zk,
-                                      high_watermarks=self._high_watermarks_to_checkpoint)
+                                      high_watermarks=self._high_watermarks_to_checkpoint,
+                                      intervals=MaintenanceIntervals(
+                                          config.replica_high_watermark_checkpoint_interval_ms / 1000,
+                                          config.log_retention_check_interval_ms / 1000,
+                                          config.log_flush_offset_checkpoint_interval_ms / 1000))
         self.producer_ids = ProducerIdManager(config.broker_id, self.zk)
         self.isr_manager = IsrChangeManager(
             self.zk, self.replica_io, self.trace, self.now_ms,

@@ -21,6 +21,9 @@ def test_kafka_defaults():
     assert config.controlled_shutdown_max_retries == 3
     assert [str(lst) for lst in config.client_listeners] == ["PLAINTEXT://127.0.0.1:9092"]
     assert config.cluster_listener.port == 9192
+    assert config.replica_high_watermark_checkpoint_interval_ms == 5000
+    assert config.log_retention_check_interval_ms == 300000
+    assert config.log_flush_offset_checkpoint_interval_ms == 60000
 
 
 def test_classroom_profile_shortens_timeouts_and_user_settings_still_win():
@@ -40,6 +43,7 @@ def test_classroom_profile_shortens_timeouts_and_user_settings_still_win():
     ({**BASE, "listeners": "PLAINTEXT://h:1,CLUSTER://h:1"}, "one port twice"),
     ({**BASE, "zookeeper.session.timeout.ms": "0"}, "zookeeper.session.timeout.ms"),
     ({**BASE, "kafkasim.profile": "fast"}, "unknown profile"),
+    ({**BASE, "log.retention.check.interval.ms": "0"}, "log.retention.check.interval.ms"),
 ])
 def test_bad_config_names_the_property(props, message):
     with pytest.raises(ConfigError) as info:
