@@ -150,6 +150,7 @@ class Partition:
         before they count for the high watermark. Returns True (leadership or epoch changed)."""
         was_leader = self.is_leader
         self._accept(state)
+        self.producer_state.forget_refusals()
         self.isr = tuple(state.isr)
         leo = self.log.log_end_offset
         self.log.maybe_assign_epoch_start_offset(state.leader_epoch, leo)
@@ -172,6 +173,7 @@ class Partition:
         """Kafka's makeFollower: only the leader tracks the ISR. True if the leader or epoch changed."""
         changed = (self.leader, self.leader_epoch) != (state.leader, state.leader_epoch)
         self._accept(state)
+        self.producer_state.forget_refusals()
         self.isr = ()
         self.followers = {}
         self.leader_epoch_start_offset = -1
@@ -225,10 +227,14 @@ class Partition:
                 self.producer_state.record_header(header)
             position += header.size
 
-    def check_enough_isr(self, required_acks: int, min_insync_replicas: int) -> None:
-        """acks=all checks the ISR before anything else: NOT_ENOUGH_REPLICAS means "nothing appended"."""
+    def check_enough_isr(self, required_acks: int, min_insync_replicas: int, records: bytes | None = None) -> None:
+        """acks=all checks the ISR before anything else: NOT_ENOUGH_REPLICAS means "nothing appended".
+        ``records`` (the client's batch) lets an idempotent producer's later batches wait for this one."""
         self._require_leader()
         if required_acks == -1 and len(self.isr) < min_insync_replicas:
+            if records:
+                header = parse_header(records, 0)
+                self.producer_state.refused_for_isr(header.producer_id, header.producer_epoch, header.base_sequence)
             raise PartitionError(ErrorCode.not_enough_replicas,
                                  f"ISR {list(self.isr)} is smaller than min.insync.replicas={min_insync_replicas}")
 

@@ -80,6 +80,9 @@ APPEND = Decision()
 class ProducerStateManager:
     def __init__(self) -> None:
         self._producers: dict[int, ProducerStateEntry] = {}
+        # producer id -> (epoch, base sequence) of the first batch refused with NOT_ENOUGH_REPLICAS since the
+        # producer's last append; see refused_for_isr.
+        self._refused_for_isr: dict[int, tuple[int, int]] = {}
 
     @property
     def producers(self) -> Mapping[int, ProducerStateEntry]:
@@ -108,14 +111,46 @@ class ProducerStateManager:
                 (committed.producer_epoch, committed.last_seq) if committed else (NO_PRODUCER_EPOCH, NO_SEQUENCE))
             unknown = committed is None or committed.producer_epoch == NO_PRODUCER_EPOCH
             refusal = _refusal(producer_id, epoch, base_sequence, current_epoch, current_last_seq, unknown)
-            if refusal is not None:
-                return refusal
+            waiting = self._waiting_for_refused_batch(producer_id, epoch, base_sequence, current_last_seq,
+                                                      unknown or refusal is not None)
+            if waiting is not None or refusal is not None:
+                return waiting or refusal
             pending[producer_id] = (epoch, last_sequence)
         return APPEND
+
+    def refused_for_isr(self, producer_id: int, producer_epoch: int, base_sequence: int) -> None:
+        """The leader answered this producer's batch NOT_ENOUGH_REPLICAS (nothing appended).
+
+        The producer's next batches are usually already in flight on the same connection. Should the ISR grow
+        back before they arrive, Kafka would answer them OUT_OF_ORDER_SEQUENCE_NUMBER (the refused batch left
+        a gap), and librdkafka reacts to that by bumping its epoch and re-sending, under new sequence numbers,
+        everything not yet acknowledged, including a refused retry this leader already held from replication:
+        a duplicate. So until the producer appends again, a gap that starts at a batch refused for lack of
+        replicas is answered NOT_ENOUGH_REPLICAS too, and the client retries its batches in order.
+        """
+        if producer_id >= 0:
+            self._refused_for_isr.setdefault(producer_id, (producer_epoch, base_sequence))
+
+    def _waiting_for_refused_batch(self, producer_id: int, epoch: int, base_sequence: int, last_sequence: int,
+                                   out_of_order: bool) -> Decision | None:
+        # out_of_order: the batch does not follow the producer's last one (or the producer is unknown here,
+        # so nothing says what follows): if it comes after a refused batch, it has to wait for that one.
+        refused = self._refused_for_isr.get(producer_id)
+        if (not out_of_order or refused is None or refused[0] != epoch or base_sequence == refused[1]
+                or (last_sequence != NO_SEQUENCE and refused[1] > increment_sequence(last_sequence, 1))):
+            return None
+        return Decision(ErrorCode.not_enough_replicas,
+                        f"producer {producer_id} epoch {epoch}: its batch at sequence {refused[1]} was refused for "
+                        "lack of in-sync replicas; the batches after it wait until it is retried")
+
+    def forget_refusals(self) -> None:
+        """Leadership changed: the refusals were this leader's answers, not the new one's."""
+        self._refused_for_isr.clear()
 
     def record(self, producer_id: int, producer_epoch: int, base_sequence: int, last_sequence: int,
                first_offset: int, last_offset: int, timestamp: int) -> None:
         """A data batch was appended (as leader or follower): it becomes the producer's newest batch."""
+        self._refused_for_isr.pop(producer_id, None)
         entry = self._bump_epoch(producer_id, producer_epoch)
         entry.batches.append(BatchMetadata(base_sequence, last_sequence, first_offset, last_offset, timestamp))
         entry.last_timestamp = timestamp
@@ -135,6 +170,7 @@ class ProducerStateManager:
     def rebuild(self, headers: Iterable[BatchHeader]) -> None:
         """Forget everything and replay the log's batch headers in offset order (log load, recovery)."""
         self._producers.clear()
+        self._refused_for_isr.clear()
         for header in headers:
             self.record_header(header)
 

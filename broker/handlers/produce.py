@@ -3,6 +3,7 @@ produce purgatory for the high watermark."""
 
 from __future__ import annotations
 
+import logging
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -20,6 +21,7 @@ from broker.protocol.versions import ApiKey
 if TYPE_CHECKING:
     from broker.server import KafkaServer
 
+log = logging.getLogger(__name__)
 ZSTD = 4
 FIRST_VERSION_WITH_ZSTD = 7
 
@@ -63,6 +65,15 @@ def check_idempotence(partition: Partition, records: bytes) -> ProducePartitionS
         return ProducePartitionStatus(ErrorCode.none, base_offset=original.first_offset,
                                       log_start_offset=partition.log.log_start_offset,
                                       required_offset=original.last_offset + 1)
+    # A refused sequence makes librdkafka bump its epoch and re-send what it has not seen acknowledged:
+    # say exactly what the partition remembered, so a duplicate that follows can be explained.
+    entry = partition.producer_state.producers.get(header.producer_id)
+    retained = [(b.first_seq, b.last_seq, b.first_offset) for b in entry.batches] if entry else []
+    log.warning("%s-%d refused producer %d epoch %d sequences %d..%d (+%d): %s; retained (first, last, offset): %s; "
+                "leader epoch %d, LEO %d, HW %d", partition.topic, partition.partition, header.producer_id,
+                header.producer_epoch, header.base_sequence, header.base_sequence + header.last_offset_delta,
+                header.last_offset_delta + 1, decision.error_code.name, retained, partition.leader_epoch,
+                partition.log_end_offset, partition.high_watermark)
     return ProducePartitionStatus(decision.error_code, error_message=decision.message)
 
 

@@ -198,3 +198,36 @@ def test_producers_idle_past_the_expiration_are_forgotten():
     state.record(8, 0, 0, 0, 1, 1, timestamp=5_000)
     state.remove_expired(now_ms=11_000, expiration_ms=10_000)
     assert list(state.producers) == [8]
+
+
+def test_batches_behind_one_refused_for_lack_of_replicas_wait_for_it_instead_of_being_out_of_order():
+    # librdkafka answers OUT_OF_ORDER_SEQUENCE_NUMBER with an epoch bump that re-sends unacknowledged batches
+    # under new sequences; a refused retry the leader already held would then be stored twice.
+    leader = Leader()
+    leader.produce(PID, 0, 0)                      # sequences 0..1
+    leader.state.refused_for_isr(PID, 0, 2)        # the batch at 2 found the ISR too small
+    decision = leader.produce(PID, 0, 4)           # the next in flight arrives after the ISR grew back
+    assert decision.error_code is ErrorCode.not_enough_replicas
+    assert "sequence 2" in decision.message
+    assert leader.produce(PID, 0, 2).should_append  # the client retries in order
+    assert leader.produce(PID, 0, 4).should_append
+    assert leader.produce(PID, 0, 7).error_code is ErrorCode.out_of_order_sequence_number  # a real gap again
+
+
+def test_a_refused_retry_the_leader_already_holds_still_makes_the_next_batches_wait():
+    leader = Leader()
+    leader.produce(PID, 0, 0)
+    leader.produce(PID, 0, 2)                      # held from replication, acknowledgement lost
+    leader.state.refused_for_isr(PID, 0, 2)        # its retry: NOT_ENOUGH_REPLICAS
+    leader.state.refused_for_isr(PID, 0, 4)        # and the next batch's too
+    assert leader.produce(PID, 0, 6).error_code is ErrorCode.not_enough_replicas
+    assert leader.produce(PID, 0, 2).duplicate_of is not None
+
+
+def test_refusals_are_forgotten_with_a_leadership_change_or_another_epoch():
+    leader = Leader()
+    leader.produce(PID, 0, 0)
+    leader.state.refused_for_isr(PID, 0, 2)
+    assert leader.produce(PID, 1, 3).error_code is ErrorCode.out_of_order_sequence_number
+    leader.state.forget_refusals()
+    assert leader.produce(PID, 0, 4).error_code is ErrorCode.out_of_order_sequence_number

@@ -176,6 +176,20 @@ def test_acks_all_with_an_isr_below_min_insync_replicas_answers_not_enough_repli
     assert broker.partition().log_end_offset == 0
 
 
+def test_an_idempotent_batch_behind_one_refused_for_lack_of_replicas_is_refused_the_same_way(tmp_path):
+    broker = leader_broker(tmp_path, isr=(LEADER,), replicas=(LEADER, FOLLOWER), min_insync=2)
+    first = batch(2, producer_id=7, producer_epoch=0, base_sequence=0)
+    second = batch(1, producer_id=7, producer_epoch=0, base_sequence=2)
+    assert produce(broker, first, acks=-1, check=check_idempotence).only[TP].error == ErrorCode.not_enough_replicas
+    broker.partition().isr = (LEADER, FOLLOWER)  # the follower rejoined before the pipelined batch arrived
+    answer = produce(broker, second, acks=-1, check=check_idempotence).only[TP]
+    assert answer.error == ErrorCode.not_enough_replicas  # not OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert broker.partition().log_end_offset == 0
+    produce(broker, first, acks=-1, check=check_idempotence)
+    produce(broker, second, acks=-1, check=check_idempotence)
+    assert broker.partition().log_end_offset == 3
+
+
 def test_produce_to_an_unknown_partition_is_unknown_topic_or_partition(tmp_path):
     broker = leader_broker(tmp_path)
     assert produce(broker, tp=("payments", 0)).only[("payments", 0)].error == ErrorCode.unknown_topic_or_partition
