@@ -20,7 +20,7 @@ from kafka.record.memory_records import MemoryRecords
 from tests.cluster.test_controller import make_topic
 from tests.harness import RunningCluster, wait_until
 
-pytestmark = [pytest.mark.processes, pytest.mark.slow, pytest.mark.chaos]
+pytestmark = [pytest.mark.processes, pytest.mark.slow, pytest.mark.chaos, pytest.mark.timeout(900)]
 
 TOPIC = "ledger"
 PARTITIONS = 3
