@@ -211,10 +211,13 @@ class Bench:
         return {"bootstrap.servers": self.spec.bootstrap_servers, "client.id": f"kafkasim-bench-{name}",
                 "logger": logger, **base}
 
-    def create_topic(self, name: str, deadline: Deadline) -> None:
-        """Through the client plane's CreateTopics, then until Metadata shows a leader for every partition."""
+    def create_topic(self, name: str, deadline: Deadline, replication_factor: int = 1,
+                     config: dict[str, str] | None = None) -> None:
+        """Through the client plane's CreateTopics, then until Metadata shows a leader for every partition
+        and every replica in its ISR."""
         admin = AdminClient(self.config({}, "admin"))
-        futures = admin.create_topics([NewTopic(name, self.settings.partitions, 1)],
+        futures = admin.create_topics([NewTopic(name, self.settings.partitions, replication_factor,
+                                                config=config or {})],
                                       operation_timeout=min(30.0, deadline.remaining()))
         try:
             futures[name].result(timeout=deadline.remaining())
@@ -226,7 +229,8 @@ class Bench:
             try:
                 topic = admin.list_topics(name, timeout=max(0.1, min(5.0, deadline.remaining()))).topics[name]
                 if topic.error is None and len(topic.partitions) == self.settings.partitions and all(
-                        p.leader >= 0 and p.error is None for p in topic.partitions.values()):
+                        p.leader >= 0 and p.error is None and len(p.isrs) == replication_factor
+                        for p in topic.partitions.values()):
                     return
             except KafkaException:
                 pass
@@ -327,24 +331,37 @@ def consume_phase(bench: Bench) -> PhaseReport:
     return PhaseReport(
         "consume", f"{received:,} msgs in {elapsed:.2f} s after a fill at "
                    f"{throughput_mib_s(count * settings.message_bytes, fill_s):,.1f} MiB/s ({fill_s:.1f} s); "
-                   f"brokers closed {closed} consumer connection(s) (FindCoordinator is not served)",
+                   f"brokers closed {closed} consumer connection(s)",
         elapsed, [figure],
         {"messages": received, "value_bytes": value_bytes, "fill_s": round(fill_s, 3),
          "fill_mib_s": round(throughput_mib_s(count * settings.message_bytes, fill_s), 1),
          "fill_cpu_s": fill.cpu_s, "connections_closed_by_brokers": closed, "consumer": CONSUMER}, watch.cpu_s)
 
 
-def latency_phase(bench: Bench) -> PhaseReport:
-    settings = bench.settings
-    deadline = Deadline("latency", settings.phase_timeout_s)
-    bench.create_topic("bench-latency", deadline)
-    producer = Producer(bench.config(LATENCY_PRODUCER, "latency"))
+@dataclass
+class LatencySample:
+    """Send -> delivery callback times of one paced run, and librdkafka's own produce() -> ack times."""
+
+    latencies_ms: list[float]
+    client_latencies_ms: list[float]
+    achieved_rate: float
+    watch: Stopwatch
+
+    def librdkafka_percentiles(self) -> dict:
+        return {f"p{q}": round(percentile(self.client_latencies_ms, q), 3) for q in (50, 99)} \
+            if self.client_latencies_ms else {}
+
+
+def measure_latency(bench: Bench, topic: str, producer_config: dict, name: str, count: int, rate: int,
+                    deadline: Deadline) -> LatencySample:
+    """Warm up every partition, then send ``count`` messages at ``rate`` per second and time each ack."""
+    producer = Producer(bench.config(producer_config, name))
     payload = bench.payload
     warm_up = Deliveries()
-    for partition in range(settings.partitions):  # connections and metadata up before the clock
+    for partition in range(bench.settings.partitions):  # connections and metadata up before the clock
         for _ in range(10):
-            producer.produce("bench-latency", payload, partition=partition, on_delivery=warm_up)
-    while warm_up.reported < 10 * settings.partitions:
+            producer.produce(topic, payload, partition=partition, on_delivery=warm_up)
+    while warm_up.reported < 10 * bench.settings.partitions:
         producer.flush(min(0.5, deadline.remaining()))
         deadline.check(lambda: "warm-up messages not acknowledged")
     warm_up.raise_if_failed("warm-up")
@@ -361,7 +378,7 @@ def latency_phase(bench: Bench) -> PhaseReport:
             if measured is not None:
                 client_latencies_ms.append(measured * 1000)
 
-    count, interval = settings.latency_messages, 1 / settings.latency_rate
+    interval = 1 / rate
     progress = lambda: f"{deliveries.reported:,} of {count:,} latency messages acknowledged"  # noqa: E731
     watch = Stopwatch(bench.meter)
     started = last_send = watch.started
@@ -373,7 +390,7 @@ def latency_phase(bench: Bench) -> PhaseReport:
             else:
                 producer.poll(wait)  # serves delivery callbacks as acks arrive, so their times are fresh
         last_send = time.perf_counter()
-        producer.produce("bench-latency", payload,
+        producer.produce(topic, payload,
                          on_delivery=lambda error, message, sent=last_send: on_delivery(error, message, sent))
         producer.poll(0)
         deadline.check(progress)
@@ -382,19 +399,29 @@ def latency_phase(bench: Bench) -> PhaseReport:
         deadline.check(progress)
     watch.stop()
     deliveries.raise_if_failed("latency")
-    achieved = (count - 1) / (last_send - started) if count > 1 else float(settings.latency_rate)
+    achieved = (count - 1) / (last_send - started) if count > 1 else float(rate)
+    return LatencySample(latencies_ms, client_latencies_ms, achieved, watch)
+
+
+def latency_phase(bench: Bench) -> PhaseReport:
+    settings = bench.settings
+    deadline = Deadline("latency", settings.phase_timeout_s)
+    bench.create_topic("bench-latency", deadline)
+    count = settings.latency_messages
+    sample = measure_latency(bench, "bench-latency", LATENCY_PRODUCER, "latency", count, settings.latency_rate,
+                             deadline)
+    latencies_ms = sample.latencies_ms
     label = f"(c) produce latency at {settings.latency_rate} msg/s, acks=1, linger.ms=0"
     figures = [Figure("produce_latency_p50", f"{label}, p50", percentile(latencies_ms, 50), "ms", None, False),
                Figure("produce_latency_p99", f"{label}, p99", percentile(latencies_ms, 99), "ms", None, False)]
-    librdkafka = {f"p{q}": round(percentile(client_latencies_ms, q), 3) for q in (50, 99)} \
-        if client_latencies_ms else {}
+    librdkafka = sample.librdkafka_percentiles()
     return PhaseReport(
-        "latency", f"{count:,} msgs sent at {achieved:,.0f} msg/s; max {max(latencies_ms):.1f} ms; "
+        "latency", f"{count:,} msgs sent at {sample.achieved_rate:,.0f} msg/s; max {max(latencies_ms):.1f} ms; "
                    f"librdkafka's own p50/p99 (no callback dispatch) "
                    f"{librdkafka.get('p50', float('nan')):.2f}/{librdkafka.get('p99', float('nan')):.2f} ms",
-        watch.elapsed_s, figures,
-        {"messages": count, "achieved_rate": round(achieved, 1), "max_ms": round(max(latencies_ms), 3),
-         "librdkafka_latency_ms": librdkafka, "producer": LATENCY_PRODUCER}, watch.cpu_s)
+        sample.watch.elapsed_s, figures,
+        {"messages": count, "achieved_rate": round(sample.achieved_rate, 1), "max_ms": round(max(latencies_ms), 3),
+         "librdkafka_latency_ms": librdkafka, "producer": LATENCY_PRODUCER}, sample.watch.cpu_s)
 
 
 PHASES = (("produce", produce_phase), ("consume", consume_phase), ("latency", latency_phase))

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from kio.schema.errors import ErrorCode
 
 from broker.delayed_ops import ProducePartitionStatus
+from broker.group.manager import OFFSETS_TOPIC
 from broker.handlers.common import NO_THROTTLE, answer_once, millis, response_module
 from broker.log.record_batch import CURRENT_MAGIC, HEADER_SIZE, MalformedBatch, check_batch_at, parse_header
 from broker.network import CloseConnectionError, Delayed
@@ -86,6 +87,10 @@ async def handle_produce(server: KafkaServer, request: Request):
         for data in topic.partition_data:
             tp = (topic.name, data.index)
             problem = validate_records(data.records, version)
+            if topic.name == OFFSETS_TOPIC:
+                # only the group coordinator writes there (Kafka: internalTopicsAllowed for the coordinator only)
+                problem = ProducePartitionStatus(ErrorCode.invalid_topic_exception,
+                                                 error_message=f"Cannot append to internal topic {OFFSETS_TOPIC}")
             if problem is not None:
                 refused[tp] = problem
             else:

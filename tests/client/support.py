@@ -203,9 +203,8 @@ def create_topic(cluster: RunningCluster, name: str, partitions: int, replicatio
     wait_until(everywhere, 30, f"every broker's metadata to show {name} with leaders")
 
 
-# confluent-kafka consumers need a group.id, and with one librdkafka looks for the group coordinator even in
-# assign() mode. kafkasim does not serve FindCoordinator yet and closes that connection, so a request in flight
-# on it fails with a transport error; the client reconnects and the same call succeeds when repeated.
+# A consumer's first calls can race its connection set-up (a broker restarted by an earlier test, a connection
+# librdkafka is still opening): a transport error there is retried, any other error fails the test.
 TRANSPORT_FAILURE = KafkaError._TRANSPORT
 
 

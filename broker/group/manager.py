@@ -1,0 +1,163 @@
+"""GroupMetadataManager: connects the pure GroupCoordinator to the broker. Groups and offsets are written as
+records to the coordinator's __consumer_offsets partition with acks=all (answered once the high watermark
+passes them); when this broker becomes leader of such a partition it replays the log before answering for
+its groups, and when it stops leading it drops them. Delayed joins and heartbeat expiries run on the
+asyncio loop through the purgatories' timing wheels."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
+
+from kio.schema.errors import ErrorCode
+
+from broker.group.coordinator import Entry, GroupConfig, GroupCoordinator
+from broker.group.metadata import GroupMetadata
+from broker.log.record_batch import HEADER_SIZE, parse_header
+from broker.log.records import NONE, Record, build_batch
+from broker.purgatory.asyncio_timer import AsyncioTimer
+from traces import events as te
+
+if TYPE_CHECKING:
+    from broker.server import KafkaServer
+
+log = logging.getLogger(__name__)
+
+OFFSETS_TOPIC = "__consumer_offsets"
+READ_CHUNK_BYTES = 1 << 20
+
+
+def group_config(config) -> GroupConfig:
+    return GroupConfig(offsets_topic_partitions=config.offsets_topic_num_partitions,
+                       min_session_timeout_ms=config.group_min_session_timeout_ms,
+                       max_session_timeout_ms=config.group_max_session_timeout_ms,
+                       initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
+                       offset_metadata_max_bytes=config.offset_metadata_max_bytes)
+
+
+def _read_varint(buf: bytes, position: int) -> tuple[int, int]:
+    shift = result = 0
+    while True:
+        byte = buf[position]
+        position += 1
+        result |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return (result >> 1) ^ -(result & 1), position
+        shift += 7
+
+
+def _field(buf: bytes, position: int) -> tuple[bytes | None, int]:
+    length, position = _read_varint(buf, position)
+    if length < 0:
+        return None, position
+    return bytes(buf[position:position + length]), position + length
+
+
+def keys_and_values(batches: bytes, from_offset: int = 0) -> Iterator[Entry]:
+    """(key, value) of every record at or after ``from_offset`` in whole v2 batches. The coordinator writes
+    its batches uncompressed, and control batches carry no group data."""
+    position = 0
+    while position + HEADER_SIZE <= len(batches):
+        header = parse_header(batches, position)
+        end = position + header.size
+        if header.next_offset > from_offset and not header.is_control and header.compression == NONE:
+            body, at = batches[position + HEADER_SIZE:end], 0
+            for _ in range(header.records_count):
+                length, at = _read_varint(body, at)
+                record_end = at + length
+                at += 1  # attributes
+                _, at = _read_varint(body, at)  # timestamp delta
+                offset_delta, at = _read_varint(body, at)
+                key, at = _field(body, at)
+                value, at = _field(body, at)
+                if key is not None and header.base_offset + offset_delta >= from_offset:
+                    yield key, value
+                at = record_end
+        position = end
+
+
+class GroupMetadataManager:
+    def __init__(self, server: KafkaServer) -> None:
+        self.server = server
+        self.coordinator = GroupCoordinator(server.broker_id, group_config(server.config), self._append,
+                                            server.now_ms, self._trace_state_change,
+                                            wall_clock_ms=lambda: int(time.time() * 1000))
+        self._timers: list[AsyncioTimer] = []
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._timers = [AsyncioTimer(self.coordinator.heartbeat_purgatory.timer, loop),
+                        AsyncioTimer(self.coordinator.join_purgatory.timer, loop)]
+
+    def close(self) -> None:
+        for timer in self._timers:
+            timer.close()
+
+    # --- storing ------------------------------------------------------------------------------------
+
+    def _append(self, partition: int, entries: list[Entry], done: Callable[[ErrorCode], None]) -> None:
+        tp = (OFFSETS_TOPIC, partition)
+        now_wall = int(time.time() * 1000)
+        batch = build_batch([Record(key, value, now_wall) for key, value in entries])
+        self.server.replica_io.append_records(
+            {tp: batch}, -1, self.server.config.offsets_commit_timeout_ms, self.server.now_ms(),
+            lambda statuses: done(statuses[tp].error))
+
+    # --- leadership ---------------------------------------------------------------------------------
+
+    def on_role_change(self, tp: tuple[str, int], leader: bool) -> None:
+        if tp[0] != OFFSETS_TOPIC:
+            return
+        partition = tp[1]
+        if not leader:
+            dropped = self.coordinator.unload_partition(partition)
+            if dropped:
+                log.info("no longer coordinator for %s-%d: %d groups unloaded", OFFSETS_TOPIC, partition, dropped)
+            return
+        if partition in self.coordinator.owned_partitions:
+            return  # a new epoch while staying leader: the groups in memory are current
+        self.coordinator.begin_loading(partition)
+        # answered COORDINATOR_LOAD_IN_PROGRESS until the log has been replayed
+        self.server.loop.call_soon(self._load, partition)
+
+    def _load(self, partition: int) -> None:
+        tp = (OFFSETS_TOPIC, partition)
+        hosted = self.server.replica_io.hosted.get(tp)
+        if hosted is None or not hosted.is_leader or partition not in self.coordinator.loading_partitions:
+            return
+        started = time.monotonic()
+        try:
+            loaded = self.coordinator.load_partition(partition, self._read_log(hosted.log))
+        except Exception:
+            log.exception("loading groups from %s-%d failed", OFFSETS_TOPIC, partition)
+            self.coordinator.loading_partitions.discard(partition)
+            return
+        log.info("coordinator for %s-%d: loaded %d groups in %.1f ms", OFFSETS_TOPIC, partition, loaded,
+                 (time.monotonic() - started) * 1000)
+
+    @staticmethod
+    def _read_log(partition_log) -> Iterator[Entry]:
+        position, end = partition_log.log_start_offset, partition_log.log_end_offset
+        while position < end:
+            data = partition_log.read(position, READ_CHUNK_BYTES, max_offset=end).read_bytes()
+            if not data:
+                return
+            yield from keys_and_values(data, position)
+            last = position
+            at = 0
+            while at + HEADER_SIZE <= len(data):
+                header = parse_header(data, at)
+                last = max(last, header.next_offset)
+                at += header.size
+            if last <= position:
+                return
+            position = last
+
+    # --- traces -------------------------------------------------------------------------------------
+
+    def _trace_state_change(self, group: GroupMetadata, old_state: str, reason: str) -> None:
+        self.server.trace.emit(te.GroupStateChanged, group_id=group.group_id, old_state=old_state,
+                               new_state=group.state.value, generation_id=group.generation_id,
+                               members=len(group.members), protocol=group.protocol_name, reason=reason)

@@ -1,0 +1,179 @@
+"""GroupMetadata and MemberMetadata (Kafka's classic group model): the states a group moves through, its
+members with their supported protocols, the protocol vote, and the committed offsets. Pure data and rules."""
+
+from __future__ import annotations
+
+import enum
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+
+class GroupState(enum.Enum):
+    EMPTY = "Empty"
+    PREPARING_REBALANCE = "PreparingRebalance"
+    COMPLETING_REBALANCE = "CompletingRebalance"
+    STABLE = "Stable"
+    DEAD = "Dead"
+
+
+# Kafka's GroupState.validPreviousStates: any other transition is a coordinator bug.
+VALID_PREVIOUS_STATES: dict[GroupState, frozenset[GroupState]] = {
+    GroupState.EMPTY: frozenset({GroupState.PREPARING_REBALANCE}),
+    GroupState.PREPARING_REBALANCE: frozenset({GroupState.STABLE, GroupState.COMPLETING_REBALANCE,
+                                               GroupState.EMPTY}),
+    GroupState.COMPLETING_REBALANCE: frozenset({GroupState.PREPARING_REBALANCE}),
+    GroupState.STABLE: frozenset({GroupState.COMPLETING_REBALANCE}),
+    GroupState.DEAD: frozenset(GroupState),
+}
+
+
+class IllegalGroupStateError(RuntimeError):
+    """A transition Kafka's state diagram does not allow."""
+
+
+@dataclass
+class OffsetAndMetadata:
+    offset: int
+    leader_epoch: int = -1
+    metadata: str = ""
+    commit_timestamp: int = -1
+
+
+@dataclass
+class JoinResult:
+    error: object  # ErrorCode
+    member_id: str
+    generation_id: int = -1
+    protocol_name: str | None = None
+    leader_id: str = ""
+    members: tuple[tuple[str, str | None, bytes], ...] = ()  # only the leader gets them
+
+
+@dataclass(eq=False)
+class MemberMetadata:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    rebalance_timeout_ms: int
+    session_timeout_ms: int
+    protocol_type: str
+    protocols: list[tuple[str, bytes]]
+    assignment: bytes = b""
+    join_callback: Callable[[JoinResult], None] | None = None
+    sync_callback: Callable[[object, bytes], None] | None = None
+    heartbeat_satisfied: bool = False
+    is_new: bool = False
+
+    @property
+    def protocol_names(self) -> list[str]:
+        return [name for name, _ in self.protocols]
+
+    def metadata_for(self, protocol: str) -> bytes:
+        for name, metadata in self.protocols:
+            if name == protocol:
+                return metadata
+        raise IllegalGroupStateError(f"member {self.member_id} does not support protocol {protocol}")
+
+    def matches(self, protocols: list[tuple[str, bytes]]) -> bool:
+        return self.protocols == protocols
+
+    def vote(self, candidates: set[str]) -> str:
+        # Kafka: each member votes for the first protocol in its own preference order that all support.
+        return next(name for name in self.protocol_names if name in candidates)
+
+    @property
+    def awaiting_join(self) -> bool:
+        return self.join_callback is not None
+
+    @property
+    def awaiting_sync(self) -> bool:
+        return self.sync_callback is not None
+
+
+@dataclass(eq=False)
+class GroupMetadata:
+    group_id: str
+    state: GroupState = GroupState.EMPTY
+    generation_id: int = 0
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    leader_id: str | None = None
+    members: dict[str, MemberMetadata] = field(default_factory=dict)
+    pending_members: set[str] = field(default_factory=set)
+    offsets: dict[tuple[str, int], OffsetAndMetadata] = field(default_factory=dict)
+    new_member_added: bool = False
+    state_timestamp_ms: int = -1
+
+    def is_(self, state: GroupState) -> bool:
+        return self.state is state
+
+    def transition_to(self, target: GroupState, now_ms: int = -1) -> GroupState:
+        if self.state not in VALID_PREVIOUS_STATES[target]:
+            raise IllegalGroupStateError(f"group {self.group_id} cannot go from {self.state.value} to {target.value}")
+        previous, self.state, self.state_timestamp_ms = self.state, target, now_ms
+        return previous
+
+    # --- members ------------------------------------------------------------------------------------
+
+    def add(self, member: MemberMetadata, callback: Callable[[JoinResult], None] | None = None) -> None:
+        if not self.members:
+            self.protocol_type = member.protocol_type
+        if self.leader_id is None:
+            self.leader_id = member.member_id
+        self.members[member.member_id] = member
+        member.join_callback = callback
+
+    def remove(self, member_id: str) -> MemberMetadata | None:
+        member = self.members.pop(member_id, None)
+        if member_id == self.leader_id:
+            self.leader_id = next(iter(self.members), None)
+        return member
+
+    def is_leader(self, member_id: str) -> bool:
+        return member_id == self.leader_id
+
+    @property
+    def has_all_members_joined(self) -> bool:
+        return (all(member.awaiting_join for member in self.members.values())
+                and not self.pending_members)
+
+    @property
+    def not_yet_rejoined(self) -> list[MemberMetadata]:
+        return [member for member in self.members.values() if not member.awaiting_join]
+
+    @property
+    def rebalance_timeout_ms(self) -> int:
+        return max((member.rebalance_timeout_ms for member in self.members.values()), default=0)
+
+    # --- protocols ----------------------------------------------------------------------------------
+
+    def candidate_protocols(self) -> set[str]:
+        names = [set(member.protocol_names) for member in self.members.values()]
+        return set.intersection(*names) if names else set()
+
+    def supports_protocols(self, protocol_type: str, names: list[str]) -> bool:
+        if not self.members:
+            return bool(protocol_type) and bool(names)
+        return protocol_type == self.protocol_type and bool(self.candidate_protocols() & set(names))
+
+    def select_protocol(self) -> str:
+        candidates = self.candidate_protocols()
+        votes = Counter(member.vote(candidates) for member in self.members.values())
+        # ties broken by name, so every coordinator picks the same protocol for the same group
+        return max(sorted(votes), key=lambda name: votes[name])
+
+    def init_next_generation(self, now_ms: int) -> None:
+        self.generation_id += 1
+        if self.members:
+            self.protocol_name = self.select_protocol()
+            self.transition_to(GroupState.COMPLETING_REBALANCE, now_ms)
+        else:
+            self.protocol_name = None
+            self.transition_to(GroupState.EMPTY, now_ms)
+
+    def member_list(self) -> tuple[tuple[str, str | None, bytes], ...]:
+        assert self.protocol_name is not None
+        return tuple((m.member_id, m.group_instance_id, m.metadata_for(self.protocol_name))
+                     for m in self.members.values())

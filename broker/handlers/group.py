@@ -1,0 +1,241 @@
+"""Consumer group APIs: FindCoordinator (creating the internal __consumer_offsets topic on first use),
+JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, DescribeGroups and ListGroups,
+answered by the GroupCoordinator of the broker leading the group's __consumer_offsets partition."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from kio.schema.errors import ErrorCode
+
+from broker.config import Listener
+from broker.group.manager import OFFSETS_TOPIC
+from broker.group.metadata import JoinResult, OffsetAndMetadata
+from broker.handlers.common import NO_THROTTLE, answer_once, millis, response_module
+from broker.network import Delayed
+from broker.protocol.build import build
+from broker.protocol.messages import Request
+from broker.protocol.versions import ApiKey
+from controller.admin_zk import AdminError, create_topic, live_broker_ids
+
+if TYPE_CHECKING:
+    from broker.server import KafkaServer
+
+log = logging.getLogger(__name__)
+
+GROUP_KEY_TYPE = 0
+FIRST_JOIN_VERSION_REQUIRING_MEMBER_ID = 4
+FIRST_LEAVE_VERSION_WITH_MEMBERS = 3
+AUTHORIZED_OPERATIONS_NOT_REQUESTED = -(2**31)
+NO_OFFSET = -1
+# Kafka creates __consumer_offsets compacted, with 100 MiB segments and the producer's compression.
+OFFSETS_TOPIC_CONFIG = {"segment.bytes": "104857600"}
+
+
+async def ensure_offsets_topic(server: KafkaServer) -> ErrorCode:
+    """Create __consumer_offsets with offsets.topic.num.partitions and offsets.topic.replication.factor,
+    capped by the live brokers (Kafka 2.x refuses instead; a classroom cluster of one must work too).
+    Clients are answered COORDINATOR_NOT_AVAILABLE meanwhile and retry."""
+    config = server.config
+    try:
+        live = await live_broker_ids(server.zk)
+        replication = max(1, min(config.offsets_topic_replication_factor, len(live)))
+        await create_topic(server.zk, OFFSETS_TOPIC, config.offsets_topic_num_partitions, replication,
+                           OFFSETS_TOPIC_CONFIG)
+    except AdminError as exc:
+        if exc.error_code != ErrorCode.topic_already_exists:
+            log.warning("creating %s failed: %s", OFFSETS_TOPIC, exc)
+        return ErrorCode.coordinator_not_available
+    log.info("created %s (%d partitions, replication factor %d)", OFFSETS_TOPIC,
+             config.offsets_topic_num_partitions, replication)
+    return ErrorCode.coordinator_not_available
+
+
+async def handle_find_coordinator(server: KafkaServer, request: Request, listener: Listener):
+    body = request.body
+    module = response_module(ApiKey.FIND_COORDINATOR, request.header.api_version)
+
+    def answer(error: ErrorCode, message: str | None, node_id: int = -1, host: str = "", port: int = -1):
+        return build(module.FindCoordinatorResponse, throttle_time=NO_THROTTLE, error_code=error,
+                     error_message=message, node_id=node_id, host=host, port=port)
+
+    if getattr(body, "key_type", GROUP_KEY_TYPE) != GROUP_KEY_TYPE:
+        return answer(ErrorCode.coordinator_not_available, "kafkasim has no transaction coordinator")
+    cache = server.metadata_cache
+    partition = server.group_manager.coordinator.partition_of(body.key)
+    states = cache.topics().get(OFFSETS_TOPIC)
+    if states is None:
+        return answer(await ensure_offsets_topic(server), f"{OFFSETS_TOPIC} is being created")
+    state = next((s for s in states if s.partition == partition), None)
+    leader = cache.live_brokers.get(state.leader) if state is not None else None
+    endpoint = None if leader is None else next((e for e in leader.endpoints if e.listener == listener.name), None)
+    if endpoint is None:
+        return answer(ErrorCode.coordinator_not_available, f"{OFFSETS_TOPIC}-{partition} has no leader now")
+    return answer(ErrorCode.none, None, leader.id, endpoint.host, endpoint.port)
+
+
+# --- membership ------------------------------------------------------------------------------------
+
+async def handle_join_group(server: KafkaServer, request: Request):
+    body = request.body
+    version = request.header.api_version
+    module = response_module(ApiKey.JOIN_GROUP, version)
+    future, respond = answer_once(server.loop)
+    session_ms = millis(body.session_timeout)
+    rebalance_ms = millis(getattr(body, "rebalance_timeout", -1))
+    server.group_manager.coordinator.handle_join_group(
+        body.group_id, body.member_id, getattr(body, "group_instance_id", None),
+        version >= FIRST_JOIN_VERSION_REQUIRING_MEMBER_ID, request.header.client_id or "", "",
+        rebalance_ms, session_ms, body.protocol_type, [(p.name, p.metadata) for p in body.protocols],
+        respond)
+
+    def finish(result: JoinResult):
+        members = tuple(build(module.JoinGroupResponseMember, member_id=m, group_instance_id=instance, metadata=meta)
+                        for m, instance, meta in result.members)
+        return build(module.JoinGroupResponse, throttle_time=NO_THROTTLE, error_code=result.error,
+                     generation_id=result.generation_id, protocol_name=result.protocol_name or "",
+                     leader=result.leader_id, member_id=result.member_id, members=members)
+
+    if future.done():
+        return finish(future.result())
+    return Delayed(future, finish)
+
+
+async def handle_sync_group(server: KafkaServer, request: Request):
+    body = request.body
+    module = response_module(ApiKey.SYNC_GROUP, request.header.api_version)
+    future, respond = answer_once(server.loop)
+    server.group_manager.coordinator.handle_sync_group(
+        body.group_id, body.generation_id, body.member_id, {a.member_id: a.assignment for a in body.assignments},
+        lambda error, assignment: respond((error, assignment)))
+
+    def finish(result: tuple[ErrorCode, bytes]):
+        return build(module.SyncGroupResponse, throttle_time=NO_THROTTLE, error_code=result[0],
+                     assignment=result[1])
+
+    if future.done():
+        return finish(future.result())
+    return Delayed(future, finish)
+
+
+async def handle_heartbeat(server: KafkaServer, request: Request):
+    body = request.body
+    module = response_module(ApiKey.HEARTBEAT, request.header.api_version)
+    error = server.group_manager.coordinator.handle_heartbeat(body.group_id, body.member_id, body.generation_id)
+    return build(module.HeartbeatResponse, throttle_time=NO_THROTTLE, error_code=error)
+
+
+async def handle_leave_group(server: KafkaServer, request: Request):
+    body = request.body
+    version = request.header.api_version
+    module = response_module(ApiKey.LEAVE_GROUP, version)
+    if version >= FIRST_LEAVE_VERSION_WITH_MEMBERS:
+        identities = [(m.member_id, m.group_instance_id) for m in body.members]
+    else:
+        identities = [(body.member_id, None)]
+    error, errors = server.group_manager.coordinator.handle_leave_group(
+        body.group_id, [member_id for member_id, _ in identities])
+    if version < FIRST_LEAVE_VERSION_WITH_MEMBERS and error == ErrorCode.none:
+        error = errors[0]
+    members = ()
+    if version >= FIRST_LEAVE_VERSION_WITH_MEMBERS:
+        members = tuple(build(module.MemberResponse, member_id=member_id, group_instance_id=instance, error_code=e)
+                        for (member_id, instance), e in zip(identities, errors, strict=True))
+    return build(module.LeaveGroupResponse, throttle_time=NO_THROTTLE, error_code=error, members=members)
+
+
+# --- offsets -----------------------------------------------------------------------------------------
+
+async def handle_offset_commit(server: KafkaServer, request: Request):
+    body = request.body
+    module = response_module(ApiKey.OFFSET_COMMIT, request.header.api_version)
+    now_wall = int(time.time() * 1000)
+    known = server.metadata_cache.partitions
+    offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
+    refused: dict[tuple[str, int], ErrorCode] = {}
+    for topic in body.topics:
+        for p in topic.partitions:
+            tp = (topic.name, p.partition_index)
+            if tp not in known:
+                refused[tp] = ErrorCode.unknown_topic_or_partition
+                continue
+            offsets[tp] = OffsetAndMetadata(p.committed_offset, getattr(p, "committed_leader_epoch", -1),
+                                            p.committed_metadata or "", now_wall)
+    future, respond = answer_once(server.loop)
+    generation = getattr(body, "generation_id_or_member_epoch", -1)
+    server.group_manager.coordinator.handle_commit_offsets(body.group_id, getattr(body, "member_id", ""),
+                                                           generation, offsets, respond)
+
+    def finish(results: dict[tuple[str, int], ErrorCode]):
+        results = {**results, **refused}
+        topics = tuple(
+            build(module.OffsetCommitResponseTopic, name=topic.name, partitions=tuple(
+                build(module.OffsetCommitResponsePartition, partition_index=p.partition_index,
+                      error_code=results.get((topic.name, p.partition_index), ErrorCode.none))
+                for p in topic.partitions))
+            for topic in body.topics)
+        return build(module.OffsetCommitResponse, throttle_time=NO_THROTTLE, topics=topics)
+
+    if future.done():
+        return finish(future.result())
+    return Delayed(future, finish)
+
+
+async def handle_offset_fetch(server: KafkaServer, request: Request):
+    body = request.body
+    version = request.header.api_version
+    module = response_module(ApiKey.OFFSET_FETCH, version)
+    wanted = None if body.topics is None else [(t.name, p) for t in body.topics for p in t.partition_indexes]
+    error, offsets = server.group_manager.coordinator.handle_fetch_offsets(body.group_id, wanted)
+    if wanted is None:
+        wanted = sorted(offsets)
+    by_topic: dict[str, list] = {}
+    for topic, partition in wanted:
+        found = offsets.get((topic, partition))
+        # v1 has no top-level error: Kafka repeats it on every partition
+        partition_error = error if version < 2 else ErrorCode.none
+        by_topic.setdefault(topic, []).append(build(
+            module.OffsetFetchResponsePartition, partition_index=partition,
+            committed_offset=found.offset if found else NO_OFFSET,
+            committed_leader_epoch=found.leader_epoch if found else -1,
+            metadata=found.metadata if found else "", error_code=partition_error))
+    topics = tuple(build(module.OffsetFetchResponseTopic, name=name, partitions=tuple(parts))
+                   for name, parts in by_topic.items())
+    return build(module.OffsetFetchResponse, throttle_time=NO_THROTTLE, topics=topics, error_code=error)
+
+
+# --- admin -------------------------------------------------------------------------------------------
+
+async def handle_describe_groups(server: KafkaServer, request: Request):
+    module = response_module(ApiKey.DESCRIBE_GROUPS, request.header.api_version)
+    described = []
+    for group_id in request.body.groups:
+        error, group = server.group_manager.coordinator.describe(group_id)
+        members = ()
+        state, protocol_type, protocol = "Dead", "", ""
+        if group is not None:
+            state, protocol_type = group.state.value, group.protocol_type or ""
+            # Kafka shows the protocol, member metadata and assignments only once the group is Stable
+            stable = group.state.value == "Stable"
+            protocol = (group.protocol_name or "") if stable else ""
+            members = tuple(
+                build(module.DescribedGroupMember, member_id=m.member_id, group_instance_id=m.group_instance_id,
+                      client_id=m.client_id, client_host=m.client_host,
+                      member_metadata=m.metadata_for(protocol) if stable and protocol else b"",
+                      member_assignment=m.assignment if stable else b"")
+                for m in group.members.values())
+        described.append(build(module.DescribedGroup, error_code=error, group_id=group_id, group_state=state,
+                               protocol_type=protocol_type, protocol_data=protocol, members=members,
+                               authorized_operations=AUTHORIZED_OPERATIONS_NOT_REQUESTED))
+    return build(module.DescribeGroupsResponse, throttle_time=NO_THROTTLE, groups=tuple(described))
+
+
+async def handle_list_groups(server: KafkaServer, request: Request):
+    module = response_module(ApiKey.LIST_GROUPS, request.header.api_version)
+    coordinator = server.group_manager.coordinator
+    error = ErrorCode.coordinator_load_in_progress if coordinator.loading_partitions else ErrorCode.none
+    groups = tuple(build(module.ListedGroup, group_id=g.group_id, protocol_type=g.protocol_type or "")
+                   for g in sorted(coordinator.list_groups(), key=lambda g: g.group_id))
+    return build(module.ListGroupsResponse, throttle_time=NO_THROTTLE, error_code=error, groups=groups)

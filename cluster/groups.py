@@ -1,0 +1,103 @@
+"""``kafkasim groups`` and ``kafkasim groups describe GROUP``: consumer groups as the brokers' coordinators
+see them, asked through the Kafka protocol with confluent-kafka's AdminClient (ListGroups, DescribeGroups,
+OffsetFetch, ListOffsets), like kafka-consumer-groups.sh. Lag is the high watermark minus the committed
+offset."""
+
+from __future__ import annotations
+
+import sys
+
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
+
+from cluster.processes import ClusterError
+
+TIMEOUT_S = 15
+# confluent-kafka's ConsumerGroupState names, shown with Kafka's own state names
+STATE_NAMES = {"PREPARING_REBALANCING": "PreparingRebalance", "COMPLETING_REBALANCING": "CompletingRebalance",
+               "STABLE": "Stable", "DEAD": "Dead", "EMPTY": "Empty", "UNKNOWN": "Unknown"}
+
+
+def _admin(bootstrap: str) -> AdminClient:
+    return AdminClient({"bootstrap.servers": bootstrap})
+
+
+def _table(header: list[str], rows: list[list[object]]) -> str:
+    cells = [header, *[[str(c) for c in row] for row in rows]]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells)
+
+
+def list_groups(bootstrap: str) -> int:
+    admin = _admin(bootstrap)  # held until the answer is in: a collected client abandons its requests
+    try:
+        result = admin.list_consumer_groups(request_timeout=TIMEOUT_S).result(TIMEOUT_S)
+    except KafkaException as exc:
+        raise ClusterError(f"listing groups failed: {exc.args[0]}; is the cluster up (`kafkasim status`)?") from None
+    for error in result.errors:
+        print(f"warning: a broker did not answer ListGroups: {error}", file=sys.stderr)
+    listed = sorted(result.valid, key=lambda g: g.group_id)
+    if not listed:
+        print("no consumer groups")
+        return 0
+    # ListGroups up to v2 carries no state: DescribeGroups (to each group's coordinator) has it
+    futures = admin.describe_consumer_groups([g.group_id for g in listed], request_timeout=TIMEOUT_S)
+    rows = []
+    for g in listed:
+        try:
+            d = futures[g.group_id].result(TIMEOUT_S)
+            state, members = STATE_NAMES.get(d.state.name, d.state.name), len(d.members)
+            protocol, coordinator = d.partition_assignor or "-", d.coordinator.id if d.coordinator else "-"
+        except KafkaException as exc:
+            state, members, protocol, coordinator = f"? ({exc.args[0].name()})", "-", "-", "-"
+        rows.append([g.group_id, state, members, protocol, coordinator,
+                     "simple" if g.is_simple_consumer_group else "consumer"])
+    print(_table(["GROUP", "STATE", "MEMBERS", "PROTOCOL", "COORDINATOR", "TYPE"], rows))
+    return 0
+
+
+def describe_group(bootstrap: str, group: str) -> int:
+    admin = _admin(bootstrap)
+    try:
+        description = admin.describe_consumer_groups([group], request_timeout=TIMEOUT_S)[group].result(TIMEOUT_S)
+        committed = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)],
+                                                      request_timeout=TIMEOUT_S)[group].result(TIMEOUT_S)
+    except KafkaException as exc:
+        raise ClusterError(f"describing group {group!r} failed: {exc.args[0]}") from None
+    offsets = {(tp.topic, tp.partition): tp.offset for tp in committed.topic_partitions if tp.offset >= 0}
+    if description.state.name == "DEAD" and not offsets:
+        raise ClusterError(f"consumer group {group!r} does not exist; `kafkasim groups` lists the groups")
+    owners: dict[tuple[str, int], str] = {}
+    for member in description.members:
+        for tp in member.assignment.topic_partitions if member.assignment else []:
+            owners[(tp.topic, tp.partition)] = member.member_id
+    partitions = sorted(set(offsets) | set(owners))
+    ends: dict[tuple[str, int], int] = {}
+    if partitions:
+        wanted = {TopicPartition(t, p): OffsetSpec.latest() for t, p in partitions}
+        for tp, future in admin.list_offsets(wanted, request_timeout=TIMEOUT_S).items():
+            try:
+                ends[(tp.topic, tp.partition)] = future.result(TIMEOUT_S).offset
+            except KafkaException:
+                pass  # partition without a leader right now: its lag shows as "-"
+    coordinator = description.coordinator.id if description.coordinator is not None else "-"
+    print(f"group {group}: {STATE_NAMES.get(description.state.name, description.state.name)}, protocol "
+          f"{description.partition_assignor or '-'}, coordinator broker {coordinator}, "
+          f"{len(description.members)} members")
+    if description.members:
+        print()
+        print(_table(["MEMBER", "CLIENT", "HOST", "PARTITIONS"], [
+            [m.member_id, m.client_id, m.host or "-",
+             ", ".join(f"{tp.topic}-{tp.partition}" for tp in (m.assignment.topic_partitions if m.assignment
+                                                                else [])) or "-"]
+            for m in description.members]))
+    print()
+    rows = []
+    for tp in partitions:
+        committed_offset, end = offsets.get(tp), ends.get(tp)
+        lag = end - committed_offset if committed_offset is not None and end is not None else "-"
+        rows.append([tp[0], tp[1], committed_offset if committed_offset is not None else "-",
+                     end if end is not None else "-", lag, owners.get(tp, "-")])
+    print(_table(["TOPIC", "PARTITION", "COMMITTED", "HIGH-WATERMARK", "LAG", "OWNER"], rows) if rows
+          else "no committed offsets and no assigned partitions")
+    return 0
