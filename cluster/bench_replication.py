@@ -1,0 +1,349 @@
+"""``kafkasim bench replication``: what replication costs an unmodified client, on a fresh 3-broker cluster,
+measured with confluent-kafka (librdkafka) on the same machine as the brokers:
+
+(a) produce latency with acks=all: 1 KiB messages at a fixed rate (200/s by default), linger.ms=0, to a
+    topic with replication factor 3 and min.insync.replicas=2, p50 and p99 of send -> delivery callback;
+(b) produce throughput with acks=all against acks=1: the same messages, batching and topic layout (RF3,
+    min.insync.replicas=2), each into a fresh topic; their ratio;
+(c) follower catch-up: one follower (not the controller) is killed, ``--catchup-mib`` MiB are produced with
+    acks=1 while it is down, then it is started again. Caught up means every partition's log on its disk
+    holds as many bytes as the leader's (followers append the leader's batches as they are, so equal sizes
+    are equal log end offsets; the leaders' logs no longer change). The rate (of message values, like the
+    other figures) counts from its first fetched byte on disk to the last, so start-up and log recovery are
+    left out (they are reported apart, with the CPU time the follower used), and the
+    phase also waits for ZooKeeper to show it back in every ISR;
+(d) the timing wheel against ``loop.call_later`` (``broker.purgatory.bench``), after the cluster is gone.
+
+Each phase has a deadline; one that cannot finish stops the run with what it got that far.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from confluent_kafka import KafkaException, Producer
+
+from broker.purgatory import bench as timer_bench
+from cluster.bench import _state, temporary_cluster
+from cluster.bench_client import (
+    CLIENT_VERSION,
+    LATENCY_PRODUCER,
+    LIBRDKAFKA_VERSION,
+    PROFILE,
+    THROUGHPUT_PRODUCER,
+    Bench,
+    ClientLog,
+    CpuMeter,
+    Deadline,
+    PhaseError,
+    Stopwatch,
+    _broker_log_tails,
+    measure_latency,
+)
+from cluster.bench_figures import MIB, Figure, PhaseReport, percentile, render_table, report_dict, throughput_mib_s
+from cluster.lifecycle import start_broker
+from cluster.processes import ClusterError, ClusterLayout, stop_process
+
+LATENCY_TARGET_P50_MS = 5.0
+THROUGHPUT_RATIO_TARGET = 0.8
+CATCHUP_TARGET_MIB_S = 150.0
+TIMER_SPEED_UP_TARGET = timer_bench.TARGET_SPEED_UP
+TOPIC_CONFIG = {"min.insync.replicas": "2"}
+POLL_S = 0.01
+
+
+@dataclass(frozen=True)
+class ReplicationBenchSettings:
+    messages: int = 200_000          # (b) messages produced with each acks setting
+    catchup_mib: int = 1024          # (c) MiB produced while the follower is down
+    latency_messages: int = 2_000    # (a) messages sent at latency_rate
+    latency_rate: int = 200          # (a) messages per second
+    timer_ops: int = 1_000_000       # (d) add-then-cancel operations per timer run
+    phase_timeout_s: float = 180.0
+    message_bytes: int = 1024
+    partitions: int = 3
+    brokers: int = 3
+    replication_factor: int = 3
+
+    def check(self, free_bytes: int) -> None:
+        for name in ("messages", "catchup_mib", "latency_messages", "latency_rate", "timer_ops", "phase_timeout_s"):
+            if getattr(self, name) <= 0:
+                raise ClusterError(f"--{name.replace('_', '-').removesuffix('-s')} must be positive")
+        paced_s = self.latency_messages / self.latency_rate
+        if paced_s + 10 > self.phase_timeout_s:
+            raise ClusterError(f"the latency phase needs {paced_s:.0f} s at {self.latency_rate} msg/s plus set-up, "
+                               f"more than --phase-timeout {self.phase_timeout_s:g} s: lower --latency-messages "
+                               "or raise --phase-timeout")
+        # Every byte is written once per replica.
+        written = self.catchup_mib * MIB + (2 * self.messages + self.latency_messages) * self.message_bytes
+        needed = int(1.2 * self.replication_factor * written)
+        if free_bytes < needed:
+            raise ClusterError(f"the run writes about {needed / MIB:,.0f} MiB but {tempfile.gettempdir()} has "
+                               f"{free_bytes / MIB:,.0f} MiB free: lower --catchup-mib / --messages, or point "
+                               "TMPDIR at a roomier disk")
+
+
+def partition_log_bytes(logs_dir: Path, topic: str, partitions: int) -> dict[int, int]:
+    """Bytes in each partition's segment files (``.log`` only: index files are preallocated)."""
+    sizes = {}
+    for partition in range(partitions):
+        total = 0
+        for segment in (logs_dir / f"{topic}-{partition}").glob("*.log"):
+            try:
+                total += segment.stat().st_size
+            except FileNotFoundError:
+                continue  # deleted between listing and stat (a truncation or a roll): not there any more
+        sizes[partition] = total
+    return sizes
+
+
+@dataclass(frozen=True)
+class CatchUp:
+    """When a restarted follower's logs matched the leaders', from samples of its log sizes."""
+
+    copied_bytes: int
+    first_byte_s: float   # since the start command: start-up, log recovery and the first fetch
+    caught_up_s: float    # since the start command
+
+    @property
+    def copy_s(self) -> float:
+        return self.caught_up_s - self.first_byte_s
+
+    @property
+    def rate_mib_s(self) -> float:
+        return throughput_mib_s(self.copied_bytes, self.copy_s)
+
+
+class CatchUpWatch:
+    """Follows one follower's log sizes against fixed targets (the leaders' sizes); pure, fed samples."""
+
+    def __init__(self, targets: dict[int, int], initial: dict[int, int]) -> None:
+        self.targets = targets
+        self.initial_bytes = sum(initial.values())
+        self.first_byte_s: float | None = None
+        self.last: dict[int, int] = dict(initial)
+
+    def sample(self, at_s: float, sizes: dict[int, int]) -> CatchUp | None:
+        """Record the sizes seen at ``at_s``; the catch-up once every partition reached its target."""
+        self.last = sizes
+        if self.first_byte_s is None and sum(sizes.values()) > self.initial_bytes:
+            self.first_byte_s = at_s
+        if all(sizes.get(p, 0) >= target for p, target in self.targets.items()):
+            first = self.first_byte_s if self.first_byte_s is not None else at_s
+            return CatchUp(sum(self.targets.values()) - self.initial_bytes, first, at_s)
+        return None
+
+    def progress(self) -> str:
+        have, want = sum(self.last.values()), sum(self.targets.values())
+        return f"the follower holds {have / MIB:,.1f} of {want / MIB:,.1f} MiB"
+
+
+class ReplicationBench:
+    def __init__(self, bench: Bench, layout: ClusterLayout) -> None:
+        self.bench, self.layout = bench, layout
+        self.settings: ReplicationBenchSettings = bench.settings  # type: ignore[assignment]
+
+    def create_topic(self, name: str, deadline: Deadline) -> None:
+        self.bench.create_topic(name, deadline, self.settings.replication_factor, TOPIC_CONFIG)
+
+    def state(self, topic: str):
+        return asyncio.run(_state(self.bench.spec.zookeeper, [topic]))
+
+    def wait_for(self, condition: Callable[[], bool], deadline: Deadline, progress: Callable[[], str]) -> None:
+        while not condition():
+            deadline.check(progress)
+            time.sleep(0.05)
+
+
+def latency_phase(run: ReplicationBench) -> PhaseReport:
+    settings = run.settings
+    deadline = Deadline("acks=all latency", settings.phase_timeout_s)
+    run.create_topic("bench-latency-all", deadline)
+    producer_config = {**LATENCY_PRODUCER, "acks": "all"}
+    count = settings.latency_messages
+    sample = measure_latency(run.bench, "bench-latency-all", producer_config, "latency-all", count,
+                             settings.latency_rate, deadline)
+    latencies = sample.latencies_ms
+    label = f"(a) produce latency at {settings.latency_rate} msg/s, RF3, acks=all, linger.ms=0"
+    figures = [Figure("acks_all_latency_p50", f"{label}, p50", percentile(latencies, 50), "ms",
+                      LATENCY_TARGET_P50_MS, at_least=False),
+               Figure("acks_all_latency_p99", f"{label}, p99", percentile(latencies, 99), "ms", None, False)]
+    librdkafka = sample.librdkafka_percentiles()
+    return PhaseReport(
+        "latency", f"{count:,} msgs sent at {sample.achieved_rate:,.0f} msg/s; max {max(latencies):.1f} ms; "
+                   f"librdkafka's own p50/p99 {librdkafka.get('p50', float('nan')):.2f}/"
+                   f"{librdkafka.get('p99', float('nan')):.2f} ms",
+        sample.watch.elapsed_s, figures,
+        {"messages": count, "achieved_rate": round(sample.achieved_rate, 1), "max_ms": round(max(latencies), 3),
+         "librdkafka_latency_ms": librdkafka, "producer": producer_config, "topic_config": TOPIC_CONFIG},
+        sample.watch.cpu_s)
+
+
+def _produce_timed(run: ReplicationBench, topic: str, acks: str, deadline: Deadline) -> Stopwatch:
+    bench = run.bench
+    producer = Producer(bench.config({**THROUGHPUT_PRODUCER, "acks": acks}, f"producer-acks-{acks}"))
+    try:
+        producer.list_topics(topic, timeout=max(0.1, deadline.remaining()))  # connected before the clock
+    except KafkaException as exc:
+        raise PhaseError(f"the producer got no metadata for {topic}: {exc.args[0]}") from None
+    return bench.produce(producer, topic, run.settings.messages, deadline, f"acks={acks}")
+
+
+def throughput_phase(run: ReplicationBench) -> PhaseReport:
+    settings = run.settings
+    deadline = Deadline("throughput", settings.phase_timeout_s)
+    run.create_topic("bench-acks-1", deadline)
+    run.create_topic("bench-acks-all", deadline)
+    one = _produce_timed(run, "bench-acks-1", "1", deadline)
+    every = _produce_timed(run, "bench-acks-all", "all", deadline)
+    volume = settings.messages * settings.message_bytes
+    rate_one, rate_all = throughput_mib_s(volume, one.elapsed_s), throughput_mib_s(volume, every.elapsed_s)
+    figures = [Figure("acks_1_throughput", "(b) produce, 1 KiB msgs, RF3, acks=1", rate_one, "MiB/s"),
+               Figure("acks_all_throughput", "(b) produce, 1 KiB msgs, RF3, acks=all", rate_all, "MiB/s"),
+               Figure("acks_all_to_acks_1", "(b) acks=all throughput / acks=1 throughput", rate_all / rate_one,
+                      "x", THROUGHPUT_RATIO_TARGET)]
+    return PhaseReport(
+        "produce", f"{settings.messages:,} x {settings.message_bytes} B per run: acks=1 {one.elapsed_s:.2f} s, "
+                      f"acks=all {every.elapsed_s:.2f} s",
+        one.elapsed_s + every.elapsed_s, figures,
+        {"messages": settings.messages, "acks_1_s": round(one.elapsed_s, 3), "acks_all_s": round(every.elapsed_s, 3),
+         "acks_1_cpu_s": one.cpu_s, "producer": THROUGHPUT_PRODUCER, "topic_config": TOPIC_CONFIG}, every.cpu_s)
+
+
+def catchup_phase(run: ReplicationBench) -> PhaseReport:
+    settings, bench, layout = run.settings, run.bench, run.layout
+    topic = "bench-catchup"
+    deadline = Deadline("catch-up phase's set-up", settings.phase_timeout_s)
+    run.create_topic(topic, deadline)
+    controller = run.state(topic).controller_id
+    # A follower that is not the controller, so that killing it moves partition leaders but not the controller.
+    victim = max(b.broker_id for b in bench.spec.brokers if b.broker_id != controller)
+    stop_process(layout.broker_pid(victim), 10.0, signal.SIGKILL)
+
+    def victim_is_out() -> bool:
+        partitions = run.state(topic).partitions
+        return len(partitions) == settings.partitions and all(
+            p.leader >= 0 and p.leader != victim and victim not in p.isr for p in partitions)
+
+    run.wait_for(victim_is_out, deadline, lambda: f"broker {victim} is still a leader or in an ISR of {topic}")
+
+    deadline = Deadline("catch-up phase's fill", settings.phase_timeout_s)
+    count = settings.catchup_mib * MIB // settings.message_bytes
+    bench.say(f"broker {victim} killed; producing {settings.catchup_mib:,} MiB to {topic} with acks=1 ...")
+    producer = Producer(bench.config(THROUGHPUT_PRODUCER, "catchup-filler"))
+    fill = bench.produce(producer, topic, count, deadline, "catch-up filler")
+
+    # The leaders' logs are final once the other follower is back in step: every partition's ISR then holds
+    # both live brokers, i.e. both reached the leader's log end (nothing is produced any more).
+    live = sorted(b.broker_id for b in bench.spec.brokers if b.broker_id != victim)
+    run.wait_for(lambda: all(sorted(p.isr) == live for p in run.state(topic).partitions), deadline,
+                 lambda: f"the live replicas {live} are not all in the ISR of {topic}")
+    leaders = {p.partition: p.leader for p in run.state(topic).partitions}
+    targets = {p: partition_log_bytes(layout.broker_dir(leader) / "logs", topic, settings.partitions)[p]
+               for p, leader in leaders.items()}
+    follower_logs = layout.broker_dir(victim) / "logs"
+    watch = CatchUpWatch(targets, partition_log_bytes(follower_logs, topic, settings.partitions))
+
+    deadline = Deadline("catch-up", settings.phase_timeout_s)
+    bench.say(f"starting broker {victim} again; it has {sum(targets.values()) / MIB:,.1f} MiB to fetch ...")
+    started = time.perf_counter()
+    start_broker(layout.data_dir, victim, wait=False, say=lambda _: None)
+    cpu = Stopwatch(CpuMeter(bench.spec, layout))  # the restarted broker has a new PID
+    while (done := watch.sample(time.perf_counter() - started,
+                                partition_log_bytes(follower_logs, topic, settings.partitions))) is None:
+        deadline.check(watch.progress)
+        time.sleep(POLL_S)
+    cpu.stop()
+    run.wait_for(lambda: all(victim in p.isr for p in run.state(topic).partitions), deadline,
+                 lambda: f"broker {victim} caught up on disk but is not back in every ISR of {topic}")
+    in_isr_s = time.perf_counter() - started
+    # Counted in message values like every other figure; the log bytes copied (batch headers too) are a detail.
+    value_bytes = count * settings.message_bytes
+    figure = Figure("follower_catchup", f"(c) follower catch-up of {settings.catchup_mib:,} MiB, "
+                                        f"{settings.partitions} partitions", throughput_mib_s(value_bytes, done.copy_s),
+                    "MiB/s", CATCHUP_TARGET_MIB_S)
+    fill_rate = throughput_mib_s(value_bytes, fill.elapsed_s)
+    # On a shared machine the follower may wait for a core: MiB per CPU-second it used (start-up included)
+    # shows what it could do with one to itself.
+    follower_cpu_s = cpu.cpu_s["brokers"].get(victim, 0.0)
+    per_cpu_s = throughput_mib_s(done.copied_bytes, follower_cpu_s)
+    return PhaseReport(
+        "catch-up", f"broker {victim} copied {done.copied_bytes / MIB:,.1f} MiB in {done.copy_s:.2f} s using "
+                    f"{follower_cpu_s:.1f} CPU s ({per_cpu_s:,.0f} MiB per CPU s); its first byte came "
+                    f"{done.first_byte_s:.2f} s after the start command, back in every ISR after {in_isr_s:.2f} s; "
+                    f"fill at {fill_rate:,.1f} MiB/s while it was down",
+        done.copy_s, [figure],
+        {"follower": victim, "copied_bytes": done.copied_bytes, "copied_log_mib_s": round(done.rate_mib_s, 1),
+         "copy_s": round(done.copy_s, 3),
+         "first_byte_after_start_s": round(done.first_byte_s, 3), "caught_up_after_start_s": round(done.caught_up_s, 3),
+         "back_in_isr_after_start_s": round(in_isr_s, 3), "fill_mib_s": round(fill_rate, 1),
+         "follower_cpu_s": follower_cpu_s, "mib_per_follower_cpu_s": round(per_cpu_s, 1),
+         "leader_log_bytes": targets}, cpu.cpu_s)
+
+
+def timer_phase(settings: ReplicationBenchSettings) -> PhaseReport:
+    started = time.perf_counter()
+    results = timer_bench.measure(settings.timer_ops, repeat=3)
+    figures = [Figure(f"timing_wheel_speed_up_{r.shape}",
+                      f"(d) timing wheel vs loop.call_later, {settings.timer_ops:,} add+cancel, {r.shape}",
+                      r.speed_up, "x", TIMER_SPEED_UP_TARGET) for r in results]
+    summary = "; ".join(f"{r.shape}: wheel {r.wheel.cpu_s:.2f} s / {r.wheel.peak_mib:.0f} MiB, call_later "
+                        f"{r.call_later.cpu_s:.2f} s / {r.call_later.peak_mib:.0f} MiB" for r in results)
+    return PhaseReport("timer", f"CPU time, best of 3, tracemalloc peak: {summary}", time.perf_counter() - started,
+                       figures, {"ops": settings.timer_ops, "shapes": [r.as_dict() for r in results]})
+
+
+PHASES = (("latency", latency_phase), ("produce", throughput_phase), ("catch-up", catchup_phase))
+
+
+def run_replication_bench(settings: ReplicationBenchSettings, *, as_json: bool = False, strict: bool = False) -> int:
+    """Returns 0, or 1 if a phase could not finish (or, with ``strict``, a target was missed)."""
+    settings.check(shutil.disk_usage(tempfile.gettempdir()).free)
+
+    def say(message: str) -> None:
+        print(message, file=sys.stderr, flush=True)
+
+    phases: list[PhaseReport] = []
+    error = None
+    say(f"starting a {settings.brokers}-broker cluster ({PROFILE} profile) in a temporary directory ...")
+    with temporary_cluster(settings.brokers, PROFILE) as (spec, layout):
+        title = (f"kafkasim replication benchmark: {settings.brokers} brokers ({PROFILE} profile) in "
+                 f"{layout.data_dir}, replication factor {settings.replication_factor}, "
+                 f"confluent-kafka {CLIENT_VERSION} / librdkafka {LIBRDKAFKA_VERSION}, "
+                 f"{os.cpu_count()} CPUs shared by clients and brokers")
+        # Bench reads partitions and message_bytes from its settings, which these have too.
+        bench = Bench(spec, settings, CpuMeter(spec, layout), ClientLog(), say)  # type: ignore[arg-type]
+        run = ReplicationBench(bench, layout)
+        for name, phase in PHASES:
+            say(f"phase {name} ...")
+            try:
+                phases.append(phase(run))
+            except PhaseError as exc:
+                error = str(exc)
+                say(f"the end of each broker's log:\n{_broker_log_tails(layout, spec)}")
+                break
+    if error is None:
+        say("phase timer (cluster stopped) ...")
+        phases.append(timer_phase(settings))
+    setup = {"brokers": settings.brokers, "profile": PROFILE, "cpus": os.cpu_count(),
+             "confluent_kafka": CLIENT_VERSION, "librdkafka": LIBRDKAFKA_VERSION, "topic_config": TOPIC_CONFIG,
+             "settings": asdict(settings)}
+    if as_json:
+        print(json.dumps(report_dict(title, setup, phases, error), indent=2))
+    else:
+        print(render_table(title, phases, error))
+    if error is not None:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    missed = [f.label for p in phases for f in p.figures if f.passed is False]
+    return 1 if strict and missed else 0

@@ -1,0 +1,102 @@
+"""``kafkasim bench replication``: the catch-up rules directly, and one small run of the real command."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cluster.bench_figures import MIB
+from cluster.bench_replication import CatchUpWatch, ReplicationBenchSettings, partition_log_bytes
+from cluster.processes import ClusterError
+from tests.cluster.test_bench_client import _processes_mentioning
+
+
+def test_catch_up_counts_from_the_first_fetched_byte_to_the_leaders_sizes():
+    watch = CatchUpWatch(targets={0: 3 * MIB, 1: MIB}, initial={0: 0, 1: 0})
+    assert watch.sample(0.5, {0: 0, 1: 0}) is None          # starting up: nothing fetched yet
+    assert watch.sample(1.0, {0: MIB, 1: 0}) is None        # first bytes on disk
+    assert watch.sample(1.5, {0: 3 * MIB, 1: MIB // 2}) is None
+    assert "3.5 of 4.0 MiB" in watch.progress()
+
+    done = watch.sample(3.0, {0: 3 * MIB, 1: MIB})
+
+    assert done is not None
+    assert (done.first_byte_s, done.caught_up_s, done.copy_s) == (1.0, 3.0, 2.0)
+    assert done.copied_bytes == 4 * MIB
+    assert done.rate_mib_s == 2.0
+
+
+def test_catch_up_waits_for_every_partition_and_does_not_count_what_the_follower_had():
+    watch = CatchUpWatch(targets={0: 2 * MIB, 1: 2 * MIB}, initial={0: MIB, 1: 0})
+    assert watch.sample(1.0, {0: 2 * MIB, 1: 2 * MIB - 1}) is None
+    done = watch.sample(2.0, {0: 2 * MIB, 1: 2 * MIB})
+    assert done is not None and done.copied_bytes == 3 * MIB
+
+
+def test_partition_log_bytes_counts_segment_files_only(tmp_path):
+    partition = tmp_path / "bench-catchup-0"
+    partition.mkdir()
+    (partition / "00000000000000000000.log").write_bytes(b"x" * 1000)
+    (partition / "00000000000000000042.log").write_bytes(b"x" * 24)
+    (partition / "00000000000000000000.index").write_bytes(b"\0" * 4096)  # preallocated: not log data
+
+    assert partition_log_bytes(tmp_path, "bench-catchup", 2) == {0: 1024, 1: 0}
+
+
+def test_settings_refuse_a_latency_phase_longer_than_the_phase_timeout():
+    with pytest.raises(ClusterError, match="--phase-timeout"):
+        ReplicationBenchSettings(latency_messages=100_000, latency_rate=200).check(free_bytes=1 << 40)
+
+
+def test_settings_count_every_replica_in_the_disk_space_the_run_needs():
+    settings = ReplicationBenchSettings(catchup_mib=1024, messages=1)
+    with pytest.raises(ClusterError, match="MiB free"):
+        settings.check(free_bytes=2 << 30)  # one copy of 1 GiB fits, three do not
+    settings.check(free_bytes=4 << 30)
+
+
+def test_a_non_positive_size_is_refused_before_anything_starts():
+    result = subprocess.run([sys.executable, "-m", "cluster.cli", "bench", "replication", "--catchup-mib", "0"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert "--catchup-mib" in result.stderr
+
+
+@pytest.mark.processes
+@pytest.mark.slow
+def test_bench_replication_reports_sane_figures_and_stops_its_cluster():
+    result = subprocess.run(
+        [sys.executable, "-m", "cluster.cli", "bench", "replication", "--catchup-mib", "8", "--messages", "5000",
+         "--latency-messages", "200", "--timer-ops", "5000", "--phase-timeout", "60", "--json"],
+        capture_output=True, text=True, timeout=240, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads(result.stdout)
+    assert report["error"] is None
+    figures = {f["key"]: f for f in report["figures"]}
+    assert set(figures) == {"acks_all_latency_p50", "acks_all_latency_p99", "acks_1_throughput",
+                            "acks_all_throughput", "acks_all_to_acks_1", "follower_catchup",
+                            "timing_wheel_speed_up_batch", "timing_wheel_speed_up_interleaved"}
+    assert 0 < figures["acks_all_latency_p50"]["value"] <= figures["acks_all_latency_p99"]["value"] < 10_000
+    assert figures["acks_all_latency_p50"]["target"] == 5.0
+    assert figures["acks_1_throughput"]["value"] > 0 and figures["acks_all_throughput"]["value"] > 0
+    ratio = figures["acks_all_to_acks_1"]["value"]
+    assert 0 < ratio < 10
+    assert abs(ratio - figures["acks_all_throughput"]["value"] / figures["acks_1_throughput"]["value"]) < 0.01
+    assert figures["follower_catchup"]["value"] > 0
+    assert all(figures[f"timing_wheel_speed_up_{shape}"]["value"] > 0 for shape in ("batch", "interleaved"))
+
+    phases = {p["name"]: p for p in report["phases"]}
+    latency = phases["latency"]["details"]
+    assert latency["messages"] == 200 and latency["producer"]["acks"] == "all"
+    catchup = phases["catch-up"]["details"]
+    # The follower fetched everything the leaders hold (8 MiB of values plus batch headers), after it started.
+    assert catchup["copied_bytes"] == sum(catchup["leader_log_bytes"].values()) >= 8 * MIB
+    assert catchup["first_byte_after_start_s"] > 0  # a restarted broker fetches nothing before it is up
+    assert catchup["follower_cpu_s"] > 0  # measured on the restarted process, not the killed one
+    assert catchup["follower"] in (1, 2, 3)
+    data_dir = report["title"].split(" in ", 1)[1].split(",", 1)[0]
+    assert data_dir.startswith("/") and not Path(data_dir).exists()
+    assert _processes_mentioning(data_dir) == []
