@@ -25,6 +25,9 @@ PROFILES: dict[str, dict[str, str]] = {
         "replica.fetch.backoff.ms": "200",
         "kafkasim.isr.change.propagation.blackout.ms": "100",
         "kafkasim.isr.change.propagation.interval.ms": "1000",
+        # 10 offsets partitions instead of 50: a classroom cluster creates them in a second, not ten
+        "offsets.topic.num.partitions": "10",
+        "group.initial.rebalance.delay.ms": "300",
     },
 }
 
@@ -121,9 +124,24 @@ class KafkaConfig(BaseModel):
     isr_change_propagation_blackout_ms: int = Field(5000, alias="kafkasim.isr.change.propagation.blackout.ms", ge=0)
     isr_change_propagation_interval_ms: int = Field(60000, alias="kafkasim.isr.change.propagation.interval.ms",
                                                     ge=0)
+    # Consumer groups (Kafka's GroupCoordinator and GroupMetadataManager settings).
+    group_min_session_timeout_ms: int = Field(6000, alias="group.min.session.timeout.ms", gt=0)
+    group_max_session_timeout_ms: int = Field(1800000, alias="group.max.session.timeout.ms", gt=0)
+    group_initial_rebalance_delay_ms: int = Field(3000, alias="group.initial.rebalance.delay.ms", ge=0)
+    offsets_topic_num_partitions: int = Field(50, alias="offsets.topic.num.partitions", ge=1)
+    offsets_topic_replication_factor: int = Field(3, alias="offsets.topic.replication.factor", ge=1)
+    offsets_commit_timeout_ms: int = Field(5000, alias="offsets.commit.timeout.ms", gt=0)
+    offset_metadata_max_bytes: int = Field(4096, alias="offset.metadata.max.bytes", ge=0)
     # Which follower truncation rule to replay: high-watermark (before KIP-101), kip-101, kip-279.
     replica_truncation_rule: TruncationRule = Field(TruncationRule.KIP_279, alias="kafkasim.replica.truncation.rule")
     trace_file: str | None = Field(None, alias="kafkasim.trace.file")
+    # Tracing can be switched off to measure what it costs; rotation keeps a long run's traces bounded.
+    trace_enable: bool = Field(True, alias="kafkasim.trace.enable")
+    trace_file_max_bytes: int = Field(104857600, alias="kafkasim.trace.file.max.bytes", gt=0)
+    trace_file_backups: int = Field(10, alias="kafkasim.trace.file.backups", ge=0)
+    trace_buffer_events: int = Field(65536, alias="kafkasim.trace.buffer.events", gt=0)
+    # at most one leader-side follower-state and fetch-served event per replica per interval
+    trace_replica_interval_ms: int = Field(100, alias="kafkasim.trace.replica.interval.ms", ge=0)
     profile: str = Field("kafka", alias="kafkasim.profile")
 
     @field_validator("profile")

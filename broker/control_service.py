@@ -24,17 +24,24 @@ class ControlPlaneService(ControlPlaneServicer):
                                request_controller_epoch=request.controller_epoch, partitions=partitions,
                                error_code=error_code)
 
+    def _received(self, request_name: str, request, partitions: int) -> None:
+        self.server.trace.emit(te.ControlRequestReceived, request=request_name, from_controller=request.controller_id,
+                               request_controller_epoch=request.controller_epoch, partitions=partitions)
+
     async def LeaderAndIsr(self, request: pb.LeaderAndIsrRequest, context) -> pb.LeaderAndIsrResponse:
+        self._received("LeaderAndIsr", request, len(request.partition_states))
         response = await self.server.apply_leader_and_isr(request)
         self._trace("LeaderAndIsr", request, len(request.partition_states), response.error_code)
         return response
 
     async def UpdateMetadata(self, request: pb.UpdateMetadataRequest, context) -> pb.UpdateMetadataResponse:
+        self._received("UpdateMetadata", request, len(request.partition_states))
         error = self.server.metadata_cache.update(request, self.server.replica_manager.broker_epoch)
         self._trace("UpdateMetadata", request, len(request.partition_states), error.value)
         return pb.UpdateMetadataResponse(error_code=error.value)
 
     async def StopReplica(self, request: pb.StopReplicaRequest, context) -> pb.StopReplicaResponse:
+        self._received("StopReplica", request, len(request.partitions))
         response = self.server.apply_stop_replica(request)
         self._trace("StopReplica", request, len(request.partitions), response.error_code)
         return response

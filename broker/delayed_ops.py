@@ -12,6 +12,8 @@ from broker.partition import FetchIsolation, LogReadResult, Partition, Partition
 from broker.purgatory.delayed_operation import DelayedOperation
 
 TopicPartition = tuple[str, int]
+# told when an operation ends: (purgatory name, expired?, the partitions it waited on)
+FinishedListener = Callable[[str, bool, list[TopicPartition]], None]
 
 
 @dataclass
@@ -31,12 +33,14 @@ class DelayedProduce(DelayedOperation):
     def __init__(self, timeout_ms: int, statuses: dict[TopicPartition, ProducePartitionStatus],
                  lookup: Callable[[TopicPartition], Partition],
                  min_insync_replicas: Callable[[Partition], int],
-                 respond: Callable[[dict[TopicPartition, ProducePartitionStatus]], None]) -> None:
+                 respond: Callable[[dict[TopicPartition, ProducePartitionStatus]], None],
+                 on_finished: FinishedListener | None = None) -> None:
         super().__init__(timeout_ms)
         self.statuses = statuses
         self._lookup = lookup
         self._min_insync = min_insync_replicas
         self._respond = respond
+        self._on_finished = on_finished
         for status in statuses.values():
             if status.acks_pending:
                 status.error = ErrorCode.request_timed_out  # what an expiry answers
@@ -56,10 +60,19 @@ class DelayedProduce(DelayedOperation):
                 status.acks_pending, status.error = False, error
         if any(status.acks_pending for status in self.statuses.values()):
             return False
-        return self.force_complete()
+        return self._completed_here(self.force_complete())
+
+    def _completed_here(self, completed: bool) -> bool:
+        if completed and self._on_finished is not None:
+            self._on_finished("Produce", False, list(self.statuses))
+        return completed
 
     def on_complete(self) -> None:
         self._respond(self.statuses)
+
+    def on_expiration(self) -> None:
+        if self._on_finished is not None:
+            self._on_finished("Produce", True, [tp for tp, s in self.statuses.items() if s.acks_pending])
 
 
 @dataclass
@@ -99,25 +112,36 @@ class DelayedFetch(DelayedOperation):
     only (no bytes copied), so checking by reading is cheap and exact."""
 
     def __init__(self, params: FetchParams, read: ReadFunction,
-                 respond: Callable[[dict[TopicPartition, FetchPartitionResult]], None]) -> None:
+                 respond: Callable[[dict[TopicPartition, FetchPartitionResult]], None],
+                 on_finished: FinishedListener | None = None) -> None:
         super().__init__(params.max_wait_ms)
         self.params = params
         self._read = read
         self._respond = respond
+        self._on_finished = on_finished
 
     def try_complete(self) -> bool:
         results = self._read(self.params)
         available = 0
         for result in results.values():
             if result.error != ErrorCode.none or result.diverging_epoch is not None:
-                return self.force_complete()
+                return self._completed_here(self.force_complete())
             available += result.read.size if result.read else 0
         if available >= self.params.min_bytes:
-            return self.force_complete()
+            return self._completed_here(self.force_complete())
         return False
+
+    def _completed_here(self, completed: bool) -> bool:
+        if completed and self._on_finished is not None:
+            self._on_finished("Fetch", False, [(p.topic, p.partition) for p in self.params.partitions])
+        return completed
 
     def on_complete(self) -> None:
         self._respond(self._read(self.params))
+
+    def on_expiration(self) -> None:
+        if self._on_finished is not None:
+            self._on_finished("Fetch", True, [(p.topic, p.partition) for p in self.params.partitions])
 
 
 def partition_error(exc: PartitionError) -> FetchPartitionResult:

@@ -13,6 +13,7 @@ from kazoo.exceptions import BadVersionError, NoNodeError
 
 from broker.partition import IsrProposal
 from broker.replica_manager import ReplicaIO, TopicPartition
+from broker.replication_tracing import replica_lags
 from traces import events as te
 from traces.writer import TraceWriter
 from zk.client import ZkClient
@@ -75,11 +76,16 @@ class IsrChangeManager:
         if partition is None:
             return
         old_isr = list(partition.isr)
+        changed = sorted(set(old_isr) ^ set(proposal.isr))
+        lags = replica_lags(partition, changed, self.now_ms())
         moved = partition.isr_change_committed(proposal, stat.version, self.now_ms())
         kind = "expand" if len(proposal.isr) > len(old_isr) else "shrink"
         log.info("%s-%d: ISR %s -> %s (%s, zkVersion %d)", *tp, old_isr, list(proposal.isr), kind, stat.version)
+        reason = (f"not caught up for more than replica.lag.time.max.ms={partition.replica_lag_time_max_ms}"
+                  if kind == "shrink" else "reached the high watermark and the leader epoch's start offset")
         self.trace.emit(te.IsrChanged, topic=tp[0], partition=tp[1], kind=kind, old_isr=old_isr,
-                        new_isr=list(proposal.isr), leader_epoch=proposal.leader_epoch, zk_version=stat.version)
+                        new_isr=list(proposal.isr), leader_epoch=proposal.leader_epoch, zk_version=stat.version,
+                        reason=reason, lags=lags)
         if moved:
             self.replica_io.wake(tp, True)
         self._changed.add(tp)

@@ -12,7 +12,8 @@ from kio.schema.errors import ErrorCode
 from kio.static.protocol import ResponsePayload
 
 from broker.config import Listener
-from broker.handlers import admin, fetch, offsets, produce
+from broker.handlers import admin, fetch, group, offsets, produce
+from broker.group.manager import OFFSETS_TOPIC
 from broker.handlers.common import response_module
 from broker.protocol.api_versions import handle_api_versions
 from broker.protocol.build import build
@@ -30,10 +31,6 @@ class ApiNotServedError(RuntimeError):
     """An advertised API this version of kafkasim does not answer yet; the connection is closed."""
 
 
-
-
-
-
 class KafkaApis:
     def __init__(self, server: KafkaServer) -> None:
         self.server = server
@@ -46,10 +43,20 @@ class KafkaApis:
             ApiKey.DELETE_TOPICS: admin.handle_delete_topics,
             ApiKey.INIT_PRODUCER_ID: admin.handle_init_producer_id,
             ApiKey.DESCRIBE_CONFIGS: admin.handle_describe_configs,
+            ApiKey.JOIN_GROUP: group.handle_join_group,
+            ApiKey.SYNC_GROUP: group.handle_sync_group,
+            ApiKey.HEARTBEAT: group.handle_heartbeat,
+            ApiKey.LEAVE_GROUP: group.handle_leave_group,
+            ApiKey.OFFSET_COMMIT: group.handle_offset_commit,
+            ApiKey.OFFSET_FETCH: group.handle_offset_fetch,
+            ApiKey.DESCRIBE_GROUPS: group.handle_describe_groups,
+            ApiKey.LIST_GROUPS: group.handle_list_groups,
         }
         self._handlers: dict[int, Callable] = {
             ApiKey.API_VERSIONS: self.handle_api_versions,
             ApiKey.METADATA: self.handle_metadata,
+            ApiKey.FIND_COORDINATOR: lambda request, listener: group.handle_find_coordinator(
+                self.server, request, listener),
             **{key: (lambda request, _listener, f=function: f(self.server, request))
                for key, function in served.items()},
         }
@@ -91,7 +98,12 @@ class KafkaApis:
             states = known.get(name)
             if states is None:
                 error = ErrorCode.unknown_topic_or_partition
-                if allow_auto_create and self.server.config.auto_create_topics_enable:
+                if name == OFFSETS_TOPIC:
+                    # Kafka creates its internal topic with the offsets.topic.* settings, never as an
+                    # ordinary auto-created topic
+                    await group.ensure_offsets_topic(self.server)
+                    error = ErrorCode.leader_not_available
+                elif allow_auto_create and self.server.config.auto_create_topics_enable:
                     error = await admin.auto_create_topic(self.server, name)
                 topics.append(build(module.MetadataResponseTopic, error_code=error,
                                     name=name, is_internal=False, partitions=(),
@@ -106,7 +118,7 @@ class KafkaApis:
                       offline_replicas=tuple(s.offline_replicas))
                 for s in states)
             topics.append(build(module.MetadataResponseTopic, error_code=ErrorCode.none, name=name,
-                                is_internal=name.startswith("__"), partitions=partitions,
+                                is_internal=name == OFFSETS_TOPIC, partitions=partitions,
                                 topic_authorized_operations=AUTHORIZED_OPERATIONS_NOT_REQUESTED))
         return build(module.MetadataResponse, throttle_time=timedelta(0), brokers=tuple(brokers),
                      cluster_id=self.server.cluster_id, controller_id=cache.controller_id, topics=tuple(topics),

@@ -130,13 +130,15 @@ class ReplicaFetcher:
         partition = state.partition
         before = partition.log_end_offset
         if offset < before:
+            size_before = partition.log.size_in_bytes
             partition.truncate_to(offset)
             log.info("%s-%d: truncated from %d to %d (%s) before following leader %d in epoch %d",
                      partition.topic, partition.partition, before, partition.log_end_offset, rule.value,
                      self.leader_id, state.leader_epoch)
             self.trace.emit(te.FollowerTruncated, topic=partition.topic, partition=partition.partition,
                             rule=rule.value, leader=self.leader_id, leader_epoch=state.leader_epoch,
-                            from_offset=before, to_offset=partition.log_end_offset)
+                            from_offset=before, to_offset=partition.log_end_offset,
+                            bytes_dropped=size_before - partition.log.size_in_bytes)
         # still walking back (KIP-279): ask again about our new latest epoch, unless the cache has none
         state.truncating = not done and partition.log.leader_epoch_cache.latest_epoch is not None
         state.fetch_offset = partition.log_end_offset

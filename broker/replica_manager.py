@@ -123,6 +123,9 @@ class ReplicaIO:
         self._min_insync = min_insync_replicas
         self.on_isr_proposal = on_isr_proposal or (lambda proposal: None)
         self.on_high_watermark: Callable[[Partition], None] = lambda partition: None
+        # tracing hooks: (partition, follower, HW moved, follower LEO before the fetch); (purgatory, expired, keys)
+        self.on_follower_fetch: Callable[[Partition, int, bool, int], None] = lambda *args: None
+        self.on_delayed_finished: Callable[[str, bool, list[TopicPartition]], None] = lambda *args: None
 
     # --- lookup -------------------------------------------------------------------------------------
 
@@ -171,7 +174,8 @@ class ReplicaIO:
         if not any(status.acks_pending for status in statuses.values()):
             respond(statuses)
             return
-        operation = DelayedProduce(timeout_ms, statuses, self.partition_or_error, self._min_insync, respond)
+        operation = DelayedProduce(timeout_ms, statuses, self.partition_or_error, self._min_insync, respond,
+                                   on_finished=self.on_delayed_finished)
         keys = [TopicPartitionOperationKey(*tp) for tp, status in statuses.items() if status.acks_pending]
         self.produce_purgatory.try_complete_else_watch(operation, keys, now_ms)
 
@@ -180,7 +184,7 @@ class ReplicaIO:
                     ) -> ProducePartitionStatus:
         try:
             partition = self.leader_partition(tp)
-            partition.check_enough_isr(required_acks, self._min_insync(partition))
+            partition.check_enough_isr(required_acks, self._min_insync(partition), records)
             early = check(partition, records) if check is not None else None
             if early is not None:
                 return early
@@ -212,7 +216,7 @@ class ReplicaIO:
         if immediate:
             respond(results)
             return
-        operation = DelayedFetch(params, self.read_from_local_logs, respond)
+        operation = DelayedFetch(params, self.read_from_local_logs, respond, on_finished=self.on_delayed_finished)
         keys = [TopicPartitionOperationKey(p.topic, p.partition) for p in params.partitions]
         self.fetch_purgatory.try_complete_else_watch(operation, keys, now_ms)
 
@@ -226,11 +230,14 @@ class ReplicaIO:
                 partition.check_leader_epoch(request.current_leader_epoch)
                 if request.fetch_offset > partition.log_end_offset:
                     continue  # a diverged follower: it truncates first, its LEO means nothing yet
+                follower = partition.followers.get(params.replica_id)
+                previous_leo = follower.log_end_offset if follower is not None else -1
                 moved = partition.update_follower_fetch_state(params.replica_id, request.fetch_offset,
                                                               request.log_start_offset, partition.log_end_offset,
                                                               now_ms)
             except PartitionError:
                 continue
+            self.on_follower_fetch(partition, params.replica_id, moved, previous_leo)
             proposal = partition.isr_to_expand(params.replica_id)
             if proposal is not None:
                 self.on_isr_proposal(proposal)

@@ -32,8 +32,11 @@ class ReplicationService(ReplicationServicer):
                         for p in request.partitions])
         future, respond = answer_once(server.loop)
 
+        started = server.loop.time()
         server.replica_io.fetch_messages(params, server.now_ms(), respond)
         results = await future
+        wait_ms = (server.loop.time() - started) * 1000
+        served = 0
         partitions = []
         for p in request.partitions:
             result = results[(p.topic, p.partition)]
@@ -45,12 +48,16 @@ class ReplicationService(ReplicationServicer):
                 data.log_end_offset = read.log_end_offset
                 if read.region is not None:
                     data.records = read.region.read_bytes()
+                    served += len(data.records)
             elif result.error == ErrorCode.offset_out_of_range:
                 partition = server.replica_io.hosted.get((p.topic, p.partition))
                 if partition is not None:  # where the follower should go instead
                     data.log_start_offset = partition.log.log_start_offset
                     data.log_end_offset = partition.log_end_offset
             partitions.append(data)
+        server.replication_tracer.fetch_served(request.replica_id,
+                                               {(p.topic, p.partition): p.fetch_offset for p in request.partitions},
+                                               served, wait_ms)
         return pb.ReplicaFetchResponse(partitions=partitions)
 
     async def OffsetsForLeaderEpoch(self, request: pb.OffsetsForLeaderEpochRequest,

@@ -13,6 +13,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.config import KafkaConfig, Listener
 from broker.control_service import AdminService, ControlPlaneService
+from broker.group.manager import GroupMetadataManager
 from broker.kafka_apis import KafkaApis
 from broker.log_service import LogDirectoryError, LogService, MaintenanceIntervals
 from broker.metadata_cache import MetadataCache
@@ -30,6 +31,7 @@ from broker.replication_service import ReplicationService
 from broker.producer_id_manager import ProducerIdManager
 from broker.purgatory.asyncio_timer import AsyncioTimer
 from broker.replica_manager import ReplicaIO, ReplicaManager, ReplicaState, TopicPartition
+from broker.replication_tracing import ReplicationTracer
 from clusterplane import cluster_pb2 as pb
 from clusterplane.cluster_pb2_grpc import (
     ControlPlaneStub,
@@ -65,7 +67,10 @@ class KafkaServer:
     def __init__(self, config: KafkaConfig) -> None:
         self.config = config
         self.broker_id = config.broker_id
-        self.trace = TraceWriter(config.trace_path, config.broker_id)
+        self.trace = TraceWriter(config.trace_path, config.broker_id, capacity=config.trace_buffer_events,
+                                 enabled=config.trace_enable, max_file_bytes=config.trace_file_max_bytes,
+                                 backups=config.trace_file_backups)
+        self.replication_tracer = ReplicationTracer(self.trace, self.now_ms, config.trace_replica_interval_ms)
         self.zk = ZkClient(config.zookeeper_connect, config.zookeeper_session_timeout_ms,
                            config.zookeeper_connection_timeout_ms)
         self.replica_manager = ReplicaManager(config.broker_id, self._on_role_change)
@@ -87,7 +92,10 @@ class KafkaServer:
             blackout_ms=config.isr_change_propagation_blackout_ms,
             interval_ms=config.isr_change_propagation_interval_ms)
         self.replica_io.on_isr_proposal = self.isr_manager.submit
-        self.replica_io.on_high_watermark = lambda partition: self._trace_high_watermark(partition, "leader")
+        self.replica_io.on_high_watermark = lambda partition: self._trace_high_watermark(
+            partition, "leader" if partition.is_leader else "follower")
+        self.replica_io.on_follower_fetch = self.replication_tracer.follower_fetched
+        self.replica_io.on_delayed_finished = self.replication_tracer.delayed_finished
         self.fetcher_manager = ReplicaFetcherManager(
             FetcherSettings(broker_id=config.broker_id, max_wait_ms=config.replica_fetch_wait_max_ms,
                             min_bytes=config.replica_fetch_min_bytes,
@@ -99,12 +107,14 @@ class KafkaServer:
             self.trace, self._cluster_address, lambda partition: self._trace_high_watermark(partition, "follower"))
         self._cluster_endpoints: dict[int, str] = {}
         self._isr_expiration: asyncio.Task | None = None
+        self._trace_flusher: asyncio.Task | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self._timers: list[AsyncioTimer] = []
         self._checkpointed_high_watermarks: dict[TopicPartition, int] = {}
         self.controller: KafkaController | None = None
         self.cluster_id: str | None = None
         self._grpc_server: grpc.aio.Server | None = None
+        self.group_manager = GroupMetadataManager(self)
         self.apis = KafkaApis(self)
         self.socket_server = SocketServer(config.client_listeners, self.apis.handle)
         self._stopping = asyncio.Event()
@@ -131,8 +141,10 @@ class KafkaServer:
 
         self._timers = [AsyncioTimer(self.replica_io.produce_purgatory.timer, self.loop),
                         AsyncioTimer(self.replica_io.fetch_purgatory.timer, self.loop)]
+        self.group_manager.start(self.loop)
         self.isr_manager.start()
         self._isr_expiration = self.loop.create_task(self._expire_isr_members(), name="isr-expiration")
+        self._trace_flusher = self.loop.create_task(self.replication_tracer.flush_periodically(), name="trace-flush")
         await self._start_cluster_plane()
         await self._start_client_listeners()
         self.zk.add_session_listener(self._on_session_event)
@@ -256,6 +268,7 @@ class KafkaServer:
             changed = partition.make_follower(leadership)
             if changed or self.fetcher_manager.fetch_state(tp) is None:
                 self.fetcher_manager.add(partition)
+        self.group_manager.on_role_change(tp, state.is_leader(self.broker_id))
         self.replica_io.wake(tp, True)  # parked requests re-check: they may be answered NOT_LEADER now
 
     def apply_stop_replica(self, request: pb.StopReplicaRequest) -> pb.StopReplicaResponse:
@@ -265,6 +278,7 @@ class KafkaServer:
             if error.error_code == 0 and tp not in self.replica_manager.partitions:
                 self.fetcher_manager.remove(tp)
                 self.replica_io.detach(tp)
+                self.group_manager.on_role_change(tp, False)
             if part.delete_partition and error.error_code == 0:
                 self.log_service.delete(tp)
         return response
@@ -342,12 +356,16 @@ class KafkaServer:
             await self._grpc_server.stop(grace=0.5)
         for timer in self._timers:
             timer.close()
+        self.group_manager.close()
         if self._isr_expiration is not None:
             self._isr_expiration.cancel()
+        if self._trace_flusher is not None:
+            self._trace_flusher.cancel()
         await self.fetcher_manager.close()
         await self.isr_manager.stop()
         await self.log_service.shutdown()
         await self.zk.close()
+        self.replication_tracer.flush(everything=True)
         self.trace.emit(te.BrokerStopped, clean=clean)
         self.trace.close()
 

@@ -69,34 +69,93 @@ def _parser() -> argparse.ArgumentParser:
     delete = topic_sub.add_parser("delete")
     delete.add_argument("name")
 
+    groups = sub.add_parser("groups", help="list consumer groups; `groups describe GROUP` for members and lag")
+    groups_sub = groups.add_subparsers(dest="groups_command")
+    groups_sub.add_parser("describe", help="members, assignments, committed offsets and lag per partition"
+                          ).add_argument("group")
+
     kill = sub.add_parser("kill", help="send a signal to a broker: by id, the controller, or a partition's leader")
     target = kill.add_mutually_exclusive_group(required=True)
     target.add_argument("broker_id", nargs="?", type=int)
     target.add_argument("--controller", action="store_true")
     target.add_argument("--leader-of", metavar="TOPIC/PARTITION")
     kill.add_argument("--signal", default="KILL", choices=sorted(SIGNALS))
+    _docker_options(kill)
 
     start = sub.add_parser("start", help="start a stopped broker of the cluster")
     start.add_argument("broker_id", type=int)
+    _docker_options(start)
+
+    for name, action in (("pause", "freeze a broker's container (docker pause)"),
+                         ("unpause", "let a paused broker's container run again"),
+                         ("disconnect", "cut a broker's container off the compose network"),
+                         ("connect", "put a disconnected broker's container back on the compose network")):
+        fault = sub.add_parser(name, help=f"{action}; needs --docker")
+        fault_target = fault.add_mutually_exclusive_group(required=True)
+        fault_target.add_argument("broker_id", nargs="?", type=int)
+        fault_target.add_argument("--controller", action="store_true")
+        fault_target.add_argument("--leader-of", metavar="TOPIC/PARTITION")
+        _docker_options(fault)
+
+    traces = sub.add_parser("traces", help="gather a run's traces, workload histories and final logs")
+    traces_sub = traces.add_subparsers(dest="traces_command", required=True)
+    collect = traces_sub.add_parser("collect", help="copy everything the analysis reads into one folder")
+    collect.add_argument("--out", type=Path, default=None,
+                         help="an empty or new folder (default: DATA_DIR/runs/run-<UTC time>)")
+    _docker_options(collect)
+
+    analyze = sub.add_parser("analyze", help="run the replication analysis (PySpark) on a collected run",
+                             description="Writes timeline, follower-lag and failover-phase figures (PNG), the "
+                                         "tables as CSV and summary.txt into RUN_DIR/analysis (or --out).")
+    analyze.add_argument("run_dir", type=Path, help="a folder written by `kafkasim traces collect`")
+    analyze.add_argument("--out", type=Path, default=None)
+    analyze.add_argument("--master", default=None,
+                         help="Spark master URL (default: $KAFKASIM_SPARK_MASTER or local[2])")
+    analyze.add_argument("--history", type=Path, action="append", default=None,
+                         help="a workload history (*history.jsonl) not in the run folder; repeatable")
 
     bench = sub.add_parser("bench", help="measure figures on a fresh cluster of its own (temporary data dir)",
                            description="foundation: start-up, failover and memory figures. client: produce and "
-                                       "consume throughput and produce latency with confluent-kafka.")
-    bench.add_argument("what", choices=["foundation", "client"])
-    bench.add_argument("--rounds", type=_positive_int, default=3, help="foundation: clusters to start")
-    bench.add_argument("--messages", type=_positive_int, default=300_000,
-                       help="client: 1 KiB messages for the produce throughput (default 300000)")
+                                       "consume throughput and produce latency with confluent-kafka. replication: "
+                                       "acks=all latency and throughput, follower catch-up, timing wheel.")
+    bench.add_argument("what", choices=["foundation", "client", "groups", "replication"])
+    bench.add_argument("--rounds", type=_positive_int, default=3, help="foundation, groups: clusters to start")
+    bench.add_argument("--messages", type=_positive_int, default=None,
+                       help="client: 1 KiB messages for the produce throughput (default 300000); replication: "
+                            "for each of acks=1 and acks=all (default 200000)")
     bench.add_argument("--size-mib", type=_positive_int, default=1024,
                        help="client: size of the topic read from the beginning (default 1024)")
-    bench.add_argument("--latency-messages", type=_positive_int, default=5000,
-                       help="client: messages timed for the produce latency (default 5000)")
-    bench.add_argument("--latency-rate", type=_positive_int, default=500,
-                       help="client: messages per second during the latency phase (default 500)")
-    bench.add_argument("--phase-timeout", type=_positive_int, default=120, metavar="SECONDS",
-                       help="client: a phase that takes longer stops the run with exit status 1 (default 120)")
-    bench.add_argument("--json", action="store_true", help="client: print the figures as JSON")
-    bench.add_argument("--strict", action="store_true", help="client: exit with status 1 when a target is missed")
+    bench.add_argument("--latency-messages", type=_positive_int, default=None,
+                       help="client, replication: messages timed for the produce latency (default 5000, 2000)")
+    bench.add_argument("--latency-rate", type=_positive_int, default=None,
+                       help="client, replication: messages per second during the latency phase (default 500, 200)")
+    bench.add_argument("--phase-timeout", type=_positive_int, default=None, metavar="SECONDS",
+                       help="client, replication: a phase that takes longer stops the run with exit status 1 "
+                            "(default 120, 180)")
+    bench.add_argument("--catchup-mib", type=_positive_int, default=1024,
+                       help="replication: MiB produced while a follower is down, then fetched by it (default 1024)")
+    bench.add_argument("--timer-ops", type=_positive_int, default=1_000_000,
+                       help="replication: add-then-cancel operations timed on the timing wheel and on "
+                            "loop.call_later (default 1000000)")
+    bench.add_argument("--json", action="store_true", help="client, replication: print the figures as JSON")
+    bench.add_argument("--strict", action="store_true",
+                       help="client, replication: exit with status 1 when a target is missed")
     return parser
+
+
+def _docker_options(command: argparse.ArgumentParser) -> None:
+    command.add_argument("--docker", action="store_true",
+                         help="act on the docker-compose cluster's containers (Docker Engine API)")
+    command.add_argument("--project", default=None,
+                         help="with --docker: the compose project (default: the only one running kafkasim)")
+
+
+def _given_bench_options(args: argparse.Namespace) -> dict:
+    """The shared bench options the user gave; each bench has its own defaults for the others."""
+    given = {"messages": args.messages, "latency_messages": args.latency_messages,
+             "latency_rate": args.latency_rate,
+             "phase_timeout_s": None if args.phase_timeout is None else float(args.phase_timeout)}
+    return {key: value for key, value in given.items() if value is not None}
 
 
 def _positive_int(text: str) -> int:
@@ -126,6 +185,16 @@ def main(argv: list[str] | None = None) -> int:
 def _dispatch(args: argparse.Namespace, data_dir: Path) -> int:
     from cluster import commands
 
+    if getattr(args, "docker", False):
+        from cluster.docker_ops import run_docker_command
+
+        return run_docker_command(args.command, args.project, data_dir / "docker", getattr(args, "broker_id", None),
+                                  getattr(args, "controller", False), getattr(args, "leader_of", None),
+                                  getattr(args, "signal", "KILL"), getattr(args, "out", None))
+    if args.command in ("pause", "unpause", "disconnect", "connect"):
+        raise ClusterError(f"kafkasim {args.command} acts on a docker-compose cluster: add --docker "
+                           "(for a local broker: kafkasim kill --signal STOP / CONT)")
+
     if args.command == "broker":
         return commands.run_broker_command(args.config, _key_values(args.override, "--override"), args.zookeeper)
     if args.command == "zookeeper":
@@ -149,15 +218,47 @@ def _dispatch(args: argparse.Namespace, data_dir: Path) -> int:
     if args.command == "bench" and args.what == "client":
         from cluster.bench_client import ClientBenchSettings, run_client_bench
 
-        settings = ClientBenchSettings(messages=args.messages, size_mib=args.size_mib,
-                                       latency_messages=args.latency_messages, latency_rate=args.latency_rate,
-                                       phase_timeout_s=float(args.phase_timeout))
+        settings = ClientBenchSettings(size_mib=args.size_mib, **_given_bench_options(args))
         return run_client_bench(settings, as_json=args.json, strict=args.strict)
+    if args.command == "bench" and args.what == "replication":
+        from cluster.bench_replication import ReplicationBenchSettings, run_replication_bench
+
+        settings = ReplicationBenchSettings(catchup_mib=args.catchup_mib, timer_ops=args.timer_ops,
+                                            **_given_bench_options(args))
+        return run_replication_bench(settings, as_json=args.json, strict=args.strict)
+    if args.command == "bench" and args.what == "groups":
+        from cluster.bench_groups import run_groups_bench
+
+        return run_groups_bench(args.rounds)
     if args.command == "bench":
         from cluster.bench import run_foundation_bench
 
         return run_foundation_bench(args.rounds)
+    if args.command == "analyze":
+        from analysis.analyze import run_analyze
+        from analysis.load import RunDirectoryError
+
+        if not args.run_dir.is_dir():
+            raise ClusterError(f"{args.run_dir} is not a folder; run `kafkasim traces collect --out DIR` first")
+        try:
+            summary, written = run_analyze(args.run_dir.resolve(), args.out, args.master, args.history)
+        except RunDirectoryError as exc:
+            raise ClusterError(str(exc)) from None
+        print(summary, end="")
+        print(f"wrote {len(written)} files into {written[0].parent}")
+        return 0
+    if args.command == "traces":
+        from cluster.traces_cmd import collect, default_out
+
+        print(collect([data_dir], args.out or default_out(data_dir)).summary())
+        return 0
     spec = ClusterLayout(data_dir).load()
+    if args.command == "groups":
+        from cluster.groups import describe_group, list_groups
+
+        if args.groups_command == "describe":
+            return describe_group(spec.bootstrap_servers, args.group)
+        return list_groups(spec.bootstrap_servers)
     if args.command == "status":
         return asyncio.run(commands.status(spec.zookeeper, args.json))
     if args.command == "topic":

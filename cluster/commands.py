@@ -16,6 +16,7 @@ from cluster.admin import ClusterState, read_cluster_state
 from cluster.processes import ClusterError, ClusterLayout, ClusterSpec
 from controller.admin_zk import AdminError, create_topic, delete_topic
 from controller.assignment import InvalidPartitionsError, InvalidReplicationFactorError, InvalidTopicError
+from traces.faults import TOOLS_TRACE_FILE, record_fault
 from zk.client import ZkClient, ZkUnavailableError, connected
 
 
@@ -161,6 +162,9 @@ async def kill(data_dir: Path, spec: ClusterSpec, broker_id: int | None, control
     pid = ClusterLayout(data_dir).broker_pid(target).read()
     if pid is None:
         raise ClusterError(f"broker {target} is not running")
+    # recorded first, so the fault precedes every effect it has in the brokers' traces
+    record_fault(data_dir / TOOLS_TRACE_FILE, signal.Signals(signum).name.lower(), f"broker {target} (pid {pid})",
+                 broker_id=target)
     os.kill(pid, signum)
     print(f"sent {signal.Signals(signum).name} to broker {target} (pid {pid})")
     return 0

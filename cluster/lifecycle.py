@@ -21,6 +21,7 @@ from cluster.processes import (
     stop_process,
     write_properties,
 )
+from traces.faults import TOOLS_TRACE_FILE, record_fault
 from zk.client import ZkClient, connected
 
 Say = Callable[[str], None]
@@ -110,6 +111,7 @@ def start_broker(data_dir: Path, broker_id: int, wait: bool = True, say: Say = p
     spec.broker(broker_id)
     previous = asyncio.run(_broker_epochs(spec.zookeeper))
     pid = spawn_broker(layout, broker_id)
+    record_fault(data_dir / TOOLS_TRACE_FILE, "start", f"broker {broker_id} (pid {pid})", broker_id=broker_id)
     if wait:
         asyncio.run(wait_for_cluster(spec.zookeeper, [broker_id], layout, newer_than=previous))
     say(f"broker {broker_id} started (pid {pid})")

@@ -397,7 +397,7 @@ class KafkaController:
                         previous_leader: int, kind: str) -> None:
         self.trace.emit(te.LeaderElected, topic=tp[0], partition=tp[1], leader=state.leader,
                         leader_epoch=state.leader_epoch, isr=list(state.isr), previous_leader=previous_leader,
-                        zk_version=zk_version, election=kind)
+                        zk_version=zk_version, election=kind, replicas=list(self._ctx().replicas(tp)))
 
     async def _remove_replica_from_isr(self, batch: ControlRequestBatch, replica: int,
                                        only: list[TopicPartition] | None = None) -> None:
@@ -441,6 +441,8 @@ class KafkaController:
             return
         self.trace.emit(te.BrokerMembershipChanged, new_brokers=new, dead_brokers=dead, bounced_brokers=bounced,
                         broker_epochs={b: found[2] for b, found in registered.items()})
+        for b in dead + bounced:  # a bounced broker's old session ended too (it came back before we looked)
+            self.trace.emit(te.BrokerExpired, expired_broker=b, broker_epoch=cached[b])
 
         def add(ids: list[int]) -> None:
             for b in ids:

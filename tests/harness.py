@@ -18,6 +18,7 @@ from cluster.admin import ClusterState, read_cluster_state
 from cluster.lifecycle import up, wait_for_cluster
 from cluster.processes import ClusterLayout, ClusterSpec, PidFile, spawn_broker
 from traces.events import parse_line
+from traces.faults import TOOLS_TRACE_FILE, record_fault
 from zk.client import ZkClient, connected
 
 T = TypeVar("T")
@@ -82,12 +83,15 @@ class RunningCluster:
         os.kill(pid, signum)
 
     def kill9(self, broker_id: int) -> None:
+        record_fault(self.data_dir / TOOLS_TRACE_FILE, "sigkill", f"broker {broker_id} (pid {self.pid(broker_id)})",
+                     broker_id=broker_id)
         self.signal(broker_id, signal.SIGKILL)
         wait_until(lambda: self.pid(broker_id) is None, 10, f"broker {broker_id} to die")
 
     def start(self, broker_id: int) -> None:
         previous = {b.broker_id: b.broker_epoch for b in self.state(topics=[]).brokers}
-        spawn_broker(self.layout, broker_id)
+        pid = spawn_broker(self.layout, broker_id)
+        record_fault(self.data_dir / TOOLS_TRACE_FILE, "start", f"broker {broker_id} (pid {pid})", broker_id=broker_id)
         asyncio.run(wait_for_cluster(self.zk_connect, [broker_id], self.layout, timeout_s=60, newer_than=previous))
 
     def traces(self, broker_id: int) -> list:

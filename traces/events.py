@@ -7,11 +7,13 @@ models, so they are the only definition.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-SCHEMA_VERSION = 1
+# 2: replica lags and reasons on ISR changes, bytes dropped by truncations, replicas on elections, and the
+# leader-side replica, fetch, purgatory and control-request-received events
+SCHEMA_VERSION = 2
 
 
 class TraceEvent(BaseModel):
@@ -63,6 +65,14 @@ class BrokerMembershipChanged(TraceEvent):
     broker_epochs: dict[int, int]
 
 
+class BrokerExpired(TraceEvent):
+    """The controller saw a broker's registration go (its ZooKeeper session ended): one per broker."""
+
+    event: Literal["broker_expired"] = "broker_expired"
+    expired_broker: int
+    broker_epoch: int
+
+
 class LeaderElected(TraceEvent):
     """The controller wrote a new leader (or none) and leader epoch to a partition state znode."""
 
@@ -75,6 +85,7 @@ class LeaderElected(TraceEvent):
     previous_leader: int
     zk_version: int
     election: Literal["initial", "offline", "unclean", "controlled_shutdown", "isr_removal"]
+    replicas: list[int] = []   # the assignment, so under-replication can be told from the trace alone
 
 
 class TopicCreated(TraceEvent):
@@ -86,6 +97,16 @@ class TopicCreated(TraceEvent):
 class TopicDeleted(TraceEvent):
     event: Literal["topic_deleted"] = "topic_deleted"
     topic: str
+
+
+class ControlRequestReceived(TraceEvent):
+    """A control request arrived; its ControlRequestApplied follows once it was applied (or refused)."""
+
+    event: Literal["control_request_received"] = "control_request_received"
+    request: Literal["LeaderAndIsr", "UpdateMetadata", "StopReplica"]
+    from_controller: int
+    request_controller_epoch: int
+    partitions: int
 
 
 class ControlRequestApplied(TraceEvent):
@@ -134,6 +155,17 @@ class ProduceAcknowledged(TraceEvent):
     end_offset: int
 
 
+class ReplicaLag(BaseModel):
+    """How far one follower was behind, as its leader saw it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    replica: int
+    log_end_offset: int
+    lag_offsets: int   # leader LEO - follower LEO
+    lag_ms: int        # time since the follower was last caught up
+
+
 class IsrChanged(TraceEvent):
     """A leader's ISR change was written to ZooKeeper (compare-and-set succeeded)."""
 
@@ -145,6 +177,8 @@ class IsrChanged(TraceEvent):
     new_isr: list[int]
     leader_epoch: int
     zk_version: int
+    reason: str = ""
+    lags: list[ReplicaLag] = []    # the replicas that left or joined, at the time of the change
 
 
 class FollowerTruncated(TraceEvent):
@@ -158,6 +192,7 @@ class FollowerTruncated(TraceEvent):
     leader_epoch: int
     from_offset: int
     to_offset: int
+    bytes_dropped: int = 0
 
 
 class HighWatermarkUpdated(TraceEvent):
@@ -167,6 +202,50 @@ class HighWatermarkUpdated(TraceEvent):
     high_watermark: int
     log_end_offset: int
     role: Literal["leader", "follower"]
+
+
+class FollowerFetchStateUpdated(TraceEvent):
+    """The leader's view of one follower after a fetch: its LEO, the leader's LEO and HW, the lag.
+
+    Coalesced per replica (at most one per ``kafkasim.trace.replica.interval.ms``), but always written when
+    the HW moved, when the follower caught up to the leader's LEO or first fetched in this epoch, so a
+    timeline never misses the fetch that advanced the HW or closed a gap."""
+
+    event: Literal["follower_fetch_state_updated"] = "follower_fetch_state_updated"
+    topic: str
+    partition: int
+    replica: int
+    leader_epoch: int
+    log_end_offset: int
+    leader_log_end_offset: int
+    high_watermark: int
+    lag_ms: int
+    in_isr: bool
+    coalesced: int = 0   # updates folded into this one since the previous event for this replica
+
+
+class FetchServed(TraceEvent):
+    """Replica fetches a leader answered for one follower, summed over a coalescing interval."""
+
+    event: Literal["fetch_served"] = "fetch_served"
+    follower: int
+    fetches: int
+    partitions: int        # partition entries over those fetches
+    last_fetch_offsets: dict[str, int]   # "topic-partition" -> the latest fetch offset
+    bytes: int
+    wait_ms_total: float
+    wait_ms_max: float
+
+
+class DelayedOperationFinished(TraceEvent):
+    """Parked produces/fetches that completed or expired. Expiries are written one by one; completions are
+    summed over the coalescing interval."""
+
+    event: Literal["delayed_operation_finished"] = "delayed_operation_finished"
+    purgatory: Literal["Produce", "Fetch"]
+    outcome: Literal["completed", "expired"]
+    count: int
+    waited_on: list[str]  # "topic-partition"s of an expired produce; empty for summed ones
 
 
 class GroupStateChanged(TraceEvent):
@@ -200,13 +279,18 @@ class TraceEventsDropped(TraceEvent):
 
 AnyTraceEvent = Annotated[
     ControllerElected | ControllerResigned | ControllerWriteFenced | BrokerRegistered | SessionStateChanged
-    | BrokerMembershipChanged | LeaderElected | TopicCreated | TopicDeleted | ControlRequestApplied
-    | ReplicaRoleChanged | ControlledShutdownStep | BrokerStopped | ProduceAcknowledged | IsrChanged
-    | FollowerTruncated | HighWatermarkUpdated | GroupStateChanged | FaultInjected | TraceEventsDropped,
+    | BrokerMembershipChanged | BrokerExpired | LeaderElected | TopicCreated | TopicDeleted
+    | ControlRequestReceived | ControlRequestApplied | ReplicaRoleChanged | ControlledShutdownStep | BrokerStopped
+    | ProduceAcknowledged | IsrChanged | FollowerTruncated | HighWatermarkUpdated | FollowerFetchStateUpdated
+    | FetchServed | DelayedOperationFinished | GroupStateChanged | FaultInjected | TraceEventsDropped,
     Field(discriminator="event"),
 ]
 
 EVENT_ADAPTER: TypeAdapter[AnyTraceEvent] = TypeAdapter(AnyTraceEvent)
+
+
+# every event type a trace file may hold, in the union's order (the analysis derives its schema from these)
+EVENT_TYPES: tuple[type[TraceEvent], ...] = get_args(get_args(AnyTraceEvent)[0])
 
 
 def parse_line(line: str | bytes) -> TraceEvent:

@@ -1,0 +1,141 @@
+"""Runs every job on one run folder and keeps the (small) results as pandas frames for figures and text.
+
+``kafkasim analyze RUN_DIR`` and the notebook both go through ``analyze_run``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+from pyspark.sql import SparkSession
+
+from analysis import jobs
+from analysis.load import check_schema_versions, load_events, load_final_logs, load_history
+
+# the leader-side samples kept for the lag histograms (the summary covers all of them)
+LAG_SAMPLE_ROWS = 100_000
+# the partitions whose LEO/HW lines are kept for the timeline figure, and at most this many points
+SHOWN_PARTITIONS = 6
+OFFSET_SAMPLE_ROWS = 100_000
+
+
+@dataclass
+class RunAnalysis:
+    run_dir: Path
+    events: int
+    event_counts: pd.DataFrame
+    timeline: pd.DataFrame
+    version_gaps: pd.DataFrame
+    replica_offsets: pd.DataFrame
+    follower_lag: pd.DataFrame
+    follower_lag_summary: pd.DataFrame
+    isr_counts: pd.DataFrame
+    out_of_isr: pd.DataFrame
+    under_replicated: pd.DataFrame
+    failovers: pd.DataFrame
+    truncations: pd.DataFrame
+    truncation_totals: pd.DataFrame
+    dropped: pd.DataFrame
+    missing_writes: pd.DataFrame | None = None       # None: no workload history in the run
+    acknowledged_writes: int = 0
+    end_ms: float = 0.0       # the last event of the run
+    notes: list[str] = field(default_factory=list)
+
+
+def analyze_run(spark: SparkSession, run_dir: Path, history: list[Path] | None = None) -> RunAnalysis:
+    events = load_events(spark, run_dir).select(*jobs.COLUMNS).cache()
+    check_schema_versions(events)
+    end_ms = jobs.end_of_trace_ms(events)
+    timeline = jobs.leadership_timeline(events).cache()
+    lag = jobs.follower_lag(events)
+    isr_counts, out_of_isr = jobs.isr_churn(timeline, end_ms)
+    truncated = jobs.truncations(events)
+    timeline_rows = timeline.orderBy(*jobs.TP, "zk_version").drop("lags").toPandas()
+    shown = timeline_rows[["topic", "partition"]].drop_duplicates().head(SHOWN_PARTITIONS)
+    offsets = jobs.replica_offsets(events)
+    offsets = (offsets.join(spark.createDataFrame(shown, "topic string, partition long"), jobs.TP, "left_semi")
+               if len(shown) else offsets.limit(0))
+    event_counts = events.groupBy("event").count().orderBy("event").toPandas()
+    result = RunAnalysis(
+        run_dir=run_dir,
+        events=int(event_counts["count"].sum()),
+        event_counts=event_counts,
+        timeline=timeline_rows,
+        version_gaps=jobs.version_gaps(timeline).select(*jobs.TP, "previous_zk_version", "zk_version").toPandas(),
+        replica_offsets=offsets.limit(OFFSET_SAMPLE_ROWS).toPandas(),
+        follower_lag=lag.select("topic", "partition", "replica", "ts_ms", "lag_offsets", "lag_ms")
+        .limit(LAG_SAMPLE_ROWS).toPandas(),
+        follower_lag_summary=jobs.follower_lag_summary(lag).toPandas(),
+        isr_counts=isr_counts.orderBy(*jobs.TP).toPandas(),
+        out_of_isr=out_of_isr.orderBy("left_ms").toPandas(),
+        under_replicated=jobs.under_replicated_time(timeline, end_ms).toPandas(),
+        failovers=jobs.failover_breakdown(events, timeline).toPandas(),
+        truncations=truncated.toPandas(),
+        truncation_totals=jobs.truncation_totals(truncated).toPandas(),
+        dropped=jobs.dropped_events(events).toPandas(),
+        end_ms=end_ms,
+    )
+    history_df = load_history(spark, run_dir, history)
+    final_logs = load_final_logs(spark, run_dir)
+    if history_df is None:
+        result.notes.append("no workload history (*history.jsonl): lost acknowledged writes were not checked")
+    elif final_logs is None:
+        result.notes.append("no final logs (final-logs/): run `kafkasim traces collect` to check lost writes")
+    else:
+        result.acknowledged_writes = history_df.count()
+        result.missing_writes = jobs.missing_writes(history_df, final_logs, timeline).toPandas()
+    if not result.version_gaps.empty:
+        result.notes.append(f"{len(result.version_gaps)} partition state writes are missing from the traces")
+    events.unpersist()
+    timeline.unpersist()
+    return result
+
+
+def summary_text(result: RunAnalysis) -> str:
+    lines = [f"run: {result.run_dir}", f"trace events: {result.events}"]
+    dropped = int(result.dropped["dropped"].sum()) if not result.dropped.empty else 0
+    lines.append(f"events dropped by trace writers: {dropped}")
+    partitions = result.timeline.groupby(["topic", "partition"]).size()
+    lines.append(f"partitions: {len(partitions)}, partition state changes: {len(result.timeline)}")
+    if not result.failovers.empty:
+        lines.append(f"leader changes: {len(result.failovers)}")
+        for row in result.failovers.itertuples():
+            phases = ", ".join(f"{name} {_ms(getattr(row, name + '_ms'))}"
+                               for name in ("detection", "election", "propagation", "first_write"))
+            lines.append(f"  {row.topic}-{row.partition} epoch {row.leader_epoch}: {row.previous_leader} -> "
+                         f"{row.leader} ({row.change}); {phases}; total {_ms(row.total_ms)}")
+    else:
+        lines.append("leader changes: 0")
+    if not result.isr_counts.empty:
+        lines.append(f"ISR shrinks: {int(result.isr_counts['shrinks'].sum())}, "
+                     f"expands: {int(result.isr_counts['expands'].sum())}")
+    if not result.out_of_isr.empty:
+        lines.append(f"out-of-ISR periods: {len(result.out_of_isr)}, longest "
+                     f"{_ms(result.out_of_isr['out_of_isr_ms'].max())}")
+    under = result.under_replicated
+    if not under.empty:
+        worst = under.sort_values("under_replicated_ms", ascending=False).iloc[0]
+        lines.append(f"under-replicated time: {_ms(under['under_replicated_ms'].sum())} over all partitions "
+                     f"(most: {worst['topic']}-{worst['partition']}, {_ms(worst['under_replicated_ms'])})")
+    if not result.follower_lag_summary.empty:
+        lines.append(f"follower lag: max {int(result.follower_lag_summary['lag_offsets_max'].max())} offsets, "
+                     f"max {_ms(result.follower_lag_summary['lag_ms_max'].max())} behind")
+    lines.append(f"truncations: {len(result.truncations)}, records removed "
+                 f"{int(result.truncations['records_removed'].sum()) if len(result.truncations) else 0}, "
+                 f"bytes removed {int(result.truncations['bytes_dropped'].sum()) if len(result.truncations) else 0}")
+    if result.missing_writes is not None:
+        missing = result.missing_writes
+        lines.append(f"acknowledged writes: {result.acknowledged_writes}, missing from the final logs: {len(missing)}")
+        for row in missing.head(20).itertuples():
+            lines.append(f"  MISSING {row.topic}-{row.partition} offset {row.acknowledged_offset}: {row.value!r} "
+                         f"(now there: {row.now_at_offset!r})")
+    lines.extend(f"note: {note}" for note in result.notes)
+    return "\n".join(lines) + "\n"
+
+
+def _ms(value: float | None) -> str:
+    if value is None or pd.isna(value):
+        return "n/a"
+    return f"{value / 1000:.2f} s" if abs(value) >= 1000 else f"{value:.0f} ms"
