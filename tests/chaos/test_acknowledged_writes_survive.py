@@ -19,6 +19,7 @@ from kafka.record.memory_records import MemoryRecords
 
 from tests.cluster.test_controller import make_topic
 from tests.harness import RunningCluster, wait_until
+from traces.history import HistoryWriter
 
 pytestmark = [pytest.mark.processes, pytest.mark.slow, pytest.mark.chaos, pytest.mark.timeout(900)]
 
@@ -31,7 +32,8 @@ SETTLE_S = 90
 class AckingProducer:
     """Sends "v<n>" values in a background thread; remembers which were acknowledged, and where."""
 
-    def __init__(self, bootstrap: str) -> None:
+    def __init__(self, bootstrap: str, history: HistoryWriter) -> None:
+        self.history = history  # for `kafkasim traces collect` and `kafkasim analyze` on the run's folder
         config = {"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
                   "linger.ms": 5, "message.timeout.ms": 120000, "retry.backoff.ms": 50}
         if client_log := os.environ.get("KAFKASIM_CHAOS_CLIENT_LOG"):
@@ -50,6 +52,7 @@ class AckingProducer:
     def _on_delivery(self, err, msg) -> None:
         if err is None:
             self.acked[msg.value().decode()] = (msg.partition(), msg.offset())
+            self.history.acknowledged(msg.topic(), msg.partition(), msg.offset(), msg.value())
         else:
             self.failed.append(f"{msg.value().decode()}: {err}")
 
@@ -132,7 +135,8 @@ def test_no_acknowledged_write_is_lost_while_leaders_are_killed_restarted_and_pa
     seed = int(os.environ.get("KAFKASIM_CHAOS_SEED", time.time_ns() % 100000))
     print(f"chaos seed {seed}, {ITERATIONS} iterations")
     rng = random.Random(seed)
-    producer = AckingProducer(cluster.spec.bootstrap_servers)
+    history = HistoryWriter(cluster.data_dir / "workload-history.jsonl")
+    producer = AckingProducer(cluster.spec.bootstrap_servers, history)
     producer.start()
     try:
         wait_until(lambda: len(producer.acked) >= 100, 30, "the producer to get going")
@@ -142,6 +146,7 @@ def test_no_acknowledged_write_is_lost_while_leaders_are_killed_restarted_and_pa
             pause_one(cluster, rng)
     finally:
         producer.stop()
+        history.close()
     assert producer.acked, "nothing was acknowledged"
 
     wait_until(lambda: all(sorted(p.isr) == sorted(p.replicas) for p in cluster.state([TOPIC]).partitions),
