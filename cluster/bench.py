@@ -33,15 +33,16 @@ async def _create(connect: str, name: str) -> None:
 
 
 @contextmanager
-def temporary_cluster(brokers: int = 3, profile: str = "classroom",
-                      say: Callable[[str], None] = lambda _: None) -> Iterator[tuple[ClusterSpec, ClusterLayout]]:
+def temporary_cluster(brokers: int = 3, profile: str = "classroom", say: Callable[[str], None] = lambda _: None,
+                      overrides: dict[str, str] | None = None, prefix: str = "kafkasim-bench-"
+                      ) -> Iterator[tuple[ClusterSpec, ClusterLayout]]:
     """A fresh cluster in a temporary data directory. However the block ends (a failed start included),
     every broker is killed by the PID in its PID file, then ZooKeeper is stopped by its own."""
-    with tempfile.TemporaryDirectory(prefix="kafkasim-bench-") as tmp:
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
         data_dir = Path(tmp)
         layout = ClusterLayout(data_dir)
         try:
-            yield up(data_dir, brokers=brokers, profile=profile, base_port=0, say=say), layout
+            yield up(data_dir, brokers=brokers, profile=profile, base_port=0, say=say, overrides=overrides), layout
         finally:
             for pid_path in sorted(data_dir.glob("broker-*/broker.pid")):
                 pid = PidFile(pid_path).read()

@@ -14,43 +14,24 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import signal
 import statistics
 import sys
-import tempfile
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
-from pathlib import Path
+from contextlib import AbstractContextManager, ExitStack
 
 from confluent_kafka import Producer
 
+from cluster.bench import temporary_cluster
 from cluster.bench_client import Bench, ClientBenchSettings, ClientLog, CpuMeter, Deadline
-from cluster.lifecycle import up
-from cluster.processes import ClusterLayout, ClusterSpec, PidFile, stop_process
+from cluster.processes import ClusterLayout, ClusterSpec
 
 TARGET_OVERHEAD = 0.10
 # small produce requests (16 messages at most): the path where a trace event per request weighs most
 PRODUCER = {"acks": "all", "linger.ms": 1, "batch.size": 16384, "compression.type": "none"}
 
 
-@contextmanager
-def cluster_with(tracing: bool, say) -> Iterator[tuple[ClusterSpec, ClusterLayout]]:
-    with tempfile.TemporaryDirectory(prefix=f"kafkasim-trace-{'on' if tracing else 'off'}-") as tmp:
-        data_dir = Path(tmp)
-        layout = ClusterLayout(data_dir)
-        try:
-            yield up(data_dir, brokers=3, profile="classroom", base_port=0, say=say,
-                     overrides={"kafkasim.trace.enable": "true" if tracing else "false"}), layout
-        finally:
-            for pid_path in sorted(data_dir.glob("broker-*/broker.pid")):
-                pid = PidFile(pid_path).read()
-                if pid is not None:
-                    try:
-                        os.killpg(pid, signal.SIGKILL)
-                    except ProcessLookupError:
-                        pass
-            stop_process(layout.zookeeper_pid(), 10.0)
+def cluster_with(tracing: bool, say) -> AbstractContextManager[tuple[ClusterSpec, ClusterLayout]]:
+    return temporary_cluster(3, "classroom", say, overrides={"kafkasim.trace.enable": "true" if tracing else "false"},
+                             prefix=f"kafkasim-trace-{'on' if tracing else 'off'}-")
 
 
 def one_round(bench: Bench, topic: str, messages: int) -> tuple[float, float]:

@@ -17,6 +17,7 @@ from kio.schema.errors import ErrorCode
 from broker.group.coordinator import Entry, GroupConfig, GroupCoordinator
 from broker.group.metadata import GroupMetadata
 from broker.log.record_batch import HEADER_SIZE, parse_header
+from broker.log.records import read_varint
 from broker.log.records import NONE, Record, build_batch
 from broker.purgatory.asyncio_timer import AsyncioTimer
 from traces import events as te
@@ -38,19 +39,8 @@ def group_config(config) -> GroupConfig:
                        offset_metadata_max_bytes=config.offset_metadata_max_bytes)
 
 
-def _read_varint(buf: bytes, position: int) -> tuple[int, int]:
-    shift = result = 0
-    while True:
-        byte = buf[position]
-        position += 1
-        result |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return (result >> 1) ^ -(result & 1), position
-        shift += 7
-
-
 def _field(buf: bytes, position: int) -> tuple[bytes | None, int]:
-    length, position = _read_varint(buf, position)
+    length, position = read_varint(buf, position)
     if length < 0:
         return None, position
     return bytes(buf[position:position + length]), position + length
@@ -66,11 +56,11 @@ def keys_and_values(batches: bytes, from_offset: int = 0) -> Iterator[Entry]:
         if header.next_offset > from_offset and not header.is_control and header.compression == NONE:
             body, at = batches[position + HEADER_SIZE:end], 0
             for _ in range(header.records_count):
-                length, at = _read_varint(body, at)
+                length, at = read_varint(body, at)
                 record_end = at + length
                 at += 1  # attributes
-                _, at = _read_varint(body, at)  # timestamp delta
-                offset_delta, at = _read_varint(body, at)
+                _, at = read_varint(body, at)  # timestamp delta
+                offset_delta, at = read_varint(body, at)
                 key, at = _field(body, at)
                 value, at = _field(body, at)
                 if key is not None and header.base_offset + offset_delta >= from_offset:

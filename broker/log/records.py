@@ -105,11 +105,11 @@ def record_offsets_and_timestamps(batch: bytes | bytearray | memoryview) -> Iter
         raise CompressionUnavailable(f"codec {header.compression} is not available to decompress")
     position = 0
     for _ in range(header.records_count):
-        length, position = _read_varint(body, position)
+        length, position = read_varint(body, position)
         end = position + length
         position += 1  # record attributes, unused
-        timestamp_delta, position = _read_varint(body, position)
-        offset_delta, position = _read_varint(body, position)
+        timestamp_delta, position = read_varint(body, position)
+        offset_delta, position = read_varint(body, position)
         timestamp = NO_TIMESTAMP if header.base_timestamp == NO_TIMESTAMP else header.base_timestamp + timestamp_delta
         yield header.base_offset + offset_delta, timestamp
         position = end
@@ -144,7 +144,7 @@ def _varint(value: int) -> bytes:
     return bytes(out)
 
 
-def _read_varint(buf: bytes, position: int) -> tuple[int, int]:
+def read_varint(buf: bytes, position: int) -> tuple[int, int]:
     shift = result = 0
     while True:
         byte = buf[position]
