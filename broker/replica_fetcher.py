@@ -22,6 +22,9 @@ from traces import events as te
 from traces.writer import TraceWriter
 
 log = logging.getLogger(__name__)
+# HTTP/2 starts each stream with a 64 KiB window and 16 KiB frames: a 1 MiB fetch response then waits for
+# many WINDOW_UPDATE round trips through gRPC's poller. Open windows and frames to a whole fetch response.
+REPLICATION_CHANNEL_OPTIONS = [("grpc.http2.lookahead_bytes", 16 << 20), ("grpc.http2.max_frame_size", 4 << 20)]
 
 TopicPartition = tuple[str, int]
 
@@ -58,7 +61,8 @@ class ReplicaFetcher:
         self.partitions: dict[TopicPartition, PartitionFetchState] = {}
         self._wake = asyncio.Event()
         self._channel = grpc.aio.insecure_channel(
-            address, options=[("grpc.max_receive_message_length", 2 * settings.response_max_bytes + (1 << 20))])
+            address, options=[("grpc.max_receive_message_length", 2 * settings.response_max_bytes + (1 << 20)),
+                              *REPLICATION_CHANNEL_OPTIONS])
         self._stub = ReplicationStub(self._channel)
         self._task = asyncio.get_running_loop().create_task(self._run(), name=f"replica-fetcher-{leader_id}")
 

@@ -26,7 +26,7 @@ from broker.registration import (
 )
 from broker.isr_manager import IsrChangeManager
 from broker.partition import LeadershipState, Partition
-from broker.replica_fetcher import FetcherSettings, ReplicaFetcherManager
+from broker.replica_fetcher import REPLICATION_CHANNEL_OPTIONS, FetcherSettings, ReplicaFetcherManager
 from broker.replication_service import ReplicationService
 from broker.producer_id_manager import ProducerIdManager
 from broker.purgatory.asyncio_timer import AsyncioTimer
@@ -166,7 +166,7 @@ class KafkaServer:
     async def _start_cluster_plane(self) -> None:
         listener = self.config.cluster_listener
         # gRPC binds with SO_REUSEPORT by default, which would let two brokers share a port silently.
-        server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+        server = grpc.aio.server(options=[("grpc.so_reuseport", 0), *REPLICATION_CHANNEL_OPTIONS])
         add_ControlPlaneServicer_to_server(ControlPlaneService(self), server)
         add_AdminServicer_to_server(AdminService(self), server)
         add_ReplicationServicer_to_server(ReplicationService(self), server)
