@@ -438,33 +438,27 @@ def _broker_log_tails(layout: ClusterLayout, spec: ClusterSpec, lines: int = 5) 
     return "\n".join(tails)
 
 
-def run_client_bench(settings: ClientBenchSettings, *, as_json: bool = False, strict: bool = False) -> int:
-    """Returns 0, or 1 if a phase could not finish (or, with ``strict``, a target was missed)."""
-    settings.check(shutil.disk_usage(tempfile.gettempdir()).free)
+def say(message: str) -> None:
+    """Progress goes to stderr, so stdout holds only the table or the JSON."""
+    print(message, file=sys.stderr, flush=True)
 
-    def say(message: str) -> None:
-        print(message, file=sys.stderr, flush=True)
 
-    phases: list[PhaseReport] = []
-    error = None
-    say(f"starting a {settings.brokers}-broker cluster ({PROFILE} profile) in a temporary directory ...")
-    with temporary_cluster(settings.brokers, PROFILE) as (spec, layout):
-        title = (f"kafkasim client benchmark: {settings.brokers} brokers ({PROFILE} profile) in {layout.data_dir}, "
-                 f"confluent-kafka {CLIENT_VERSION} / librdkafka {LIBRDKAFKA_VERSION}, "
-                 f"{os.cpu_count()} CPUs shared by clients and brokers")
-        bench = Bench(spec, settings, CpuMeter(spec, layout), ClientLog(), say)
-        for name, phase in PHASES:
-            say(f"phase {name} ...")
-            try:
-                report = phase(bench)
-            except PhaseError as exc:
-                error = str(exc)
-                say(f"the end of each broker's log:\n{_broker_log_tails(layout, spec)}")
-                break
-            phases.append(report)
-    setup = {"brokers": settings.brokers, "profile": PROFILE, "cpus": os.cpu_count(),
-             "confluent_kafka": CLIENT_VERSION, "librdkafka": LIBRDKAFKA_VERSION,
-             "settings": asdict(settings)}
+def run_phases(phases, target, layout: ClusterLayout, spec: ClusterSpec) -> tuple[list[PhaseReport], str | None]:
+    """Each (name, phase) on ``target`` in order; the first PhaseError stops the run and is returned."""
+    reports: list[PhaseReport] = []
+    for name, phase in phases:
+        say(f"phase {name} ...")
+        try:
+            reports.append(phase(target))
+        except PhaseError as exc:
+            say(f"the end of each broker's log:\n{_broker_log_tails(layout, spec)}")
+            return reports, str(exc)
+    return reports, None
+
+
+def print_report(title: str, setup: dict, phases: list[PhaseReport], error: str | None, *, as_json: bool,
+                 strict: bool) -> int:
+    """Prints the figures; returns 0, or 1 if a phase could not finish (or, with ``strict``, a target was missed)."""
     if as_json:
         print(json.dumps(report_dict(title, setup, phases, error), indent=2))
     else:
@@ -474,3 +468,19 @@ def run_client_bench(settings: ClientBenchSettings, *, as_json: bool = False, st
         return 1
     missed = [f.label for p in phases for f in p.figures if f.passed is False]
     return 1 if strict and missed else 0
+
+
+def run_client_bench(settings: ClientBenchSettings, *, as_json: bool = False, strict: bool = False) -> int:
+    """Returns 0, or 1 if a phase could not finish (or, with ``strict``, a target was missed)."""
+    settings.check(shutil.disk_usage(tempfile.gettempdir()).free)
+    say(f"starting a {settings.brokers}-broker cluster ({PROFILE} profile) in a temporary directory ...")
+    with temporary_cluster(settings.brokers, PROFILE) as (spec, layout):
+        title = (f"kafkasim client benchmark: {settings.brokers} brokers ({PROFILE} profile) in {layout.data_dir}, "
+                 f"confluent-kafka {CLIENT_VERSION} / librdkafka {LIBRDKAFKA_VERSION}, "
+                 f"{os.cpu_count()} CPUs shared by clients and brokers")
+        bench = Bench(spec, settings, CpuMeter(spec, layout), ClientLog(), say)
+        phases, error = run_phases(PHASES, bench, layout, spec)
+    setup = {"brokers": settings.brokers, "profile": PROFILE, "cpus": os.cpu_count(),
+             "confluent_kafka": CLIENT_VERSION, "librdkafka": LIBRDKAFKA_VERSION,
+             "settings": asdict(settings)}
+    return print_report(title, setup, phases, error, as_json=as_json, strict=strict)

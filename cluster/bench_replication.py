@@ -20,11 +20,9 @@ Each phase has a deadline; one that cannot finish stops the run with what it got
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import shutil
 import signal
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -47,10 +45,12 @@ from cluster.bench_client import (
     Deadline,
     PhaseError,
     Stopwatch,
-    _broker_log_tails,
     measure_latency,
+    print_report,
+    run_phases,
+    say,
 )
-from cluster.bench_figures import MIB, Figure, PhaseReport, percentile, render_table, report_dict, throughput_mib_s
+from cluster.bench_figures import MIB, Figure, PhaseReport, percentile, throughput_mib_s
 from cluster.lifecycle import start_broker
 from cluster.processes import ClusterError, ClusterLayout, stop_process
 
@@ -322,12 +322,6 @@ PHASES = (("latency", latency_phase), ("produce", throughput_phase), ("catch-up"
 def run_replication_bench(settings: ReplicationBenchSettings, *, as_json: bool = False, strict: bool = False) -> int:
     """Returns 0, or 1 if a phase could not finish (or, with ``strict``, a target was missed)."""
     settings.check(shutil.disk_usage(tempfile.gettempdir()).free)
-
-    def say(message: str) -> None:
-        print(message, file=sys.stderr, flush=True)
-
-    phases: list[PhaseReport] = []
-    error = None
     say(f"starting a {settings.brokers}-broker cluster ({PROFILE} profile) in a temporary directory ...")
     with temporary_cluster(settings.brokers, PROFILE) as (spec, layout):
         title = (f"kafkasim replication benchmark: {settings.brokers} brokers ({PROFILE} profile) in "
@@ -336,27 +330,11 @@ def run_replication_bench(settings: ReplicationBenchSettings, *, as_json: bool =
                  f"{os.cpu_count()} CPUs shared by clients and brokers")
         # Bench reads partitions and message_bytes from its settings, which these have too.
         bench = Bench(spec, settings, CpuMeter(spec, layout), ClientLog(), say)  # type: ignore[arg-type]
-        run = ReplicationBench(bench, layout)
-        for name, phase in PHASES:
-            say(f"phase {name} ...")
-            try:
-                phases.append(phase(run))
-            except PhaseError as exc:
-                error = str(exc)
-                say(f"the end of each broker's log:\n{_broker_log_tails(layout, spec)}")
-                break
+        phases, error = run_phases(PHASES, ReplicationBench(bench, layout), layout, spec)
     if error is None:
         say("phase timer (cluster stopped) ...")
         phases.append(timer_phase(settings))
     setup = {"brokers": settings.brokers, "profile": PROFILE, "cpus": os.cpu_count(),
              "confluent_kafka": CLIENT_VERSION, "librdkafka": LIBRDKAFKA_VERSION, "topic_config": TOPIC_CONFIG,
              "settings": asdict(settings)}
-    if as_json:
-        print(json.dumps(report_dict(title, setup, phases, error), indent=2))
-    else:
-        print(render_table(title, phases, error))
-    if error is not None:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
-    missed = [f.label for p in phases for f in p.figures if f.passed is False]
-    return 1 if strict and missed else 0
+    return print_report(title, setup, phases, error, as_json=as_json, strict=strict)

@@ -151,26 +151,7 @@ class Timer:
             task.cancel()
         expiration = task.delay_ms + (self._now_ms if now_ms is None else now_ms)
         task.expiration_ms = expiration
-        # _place inlined: add is the hot path (one call per delayed request), and a call costs ~5% here.
-        bounds = self._bounds
-        index = bisect_right(bounds, expiration)
-        if index == 0:
-            return False
-        if index == len(bounds):
-            index = self._grow(expiration)
-        tick, wheel_size, buckets = self._slots[index]
-        virtual_id = expiration // tick
-        bucket = buckets[virtual_id % wheel_size]
-        tail = bucket._prev
-        task._prev = tail
-        task._next = bucket
-        tail._next = task
-        bucket._prev = task
-        task._bucket = bucket
-        bucket.counter.value += 1
-        if bucket.expiration_ms != virtual_id * tick:
-            self._schedule(bucket, virtual_id * tick)
-        return True
+        return self._place(task, expiration)
 
     def _place(self, task: TimerTask, expiration: int) -> bool:
         """Put ``task`` into the bucket of the finest level that spans ``expiration``; False if it is due."""
