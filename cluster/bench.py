@@ -17,7 +17,7 @@ from pathlib import Path
 
 from cluster.admin import read_cluster_state
 from cluster.lifecycle import up
-from cluster.processes import ClusterLayout, ClusterSpec, PidFile, stop_process
+from cluster.processes import ClusterError, ClusterLayout, ClusterSpec, PidFile, stop_process
 from controller.admin_zk import create_topic
 from zk.client import connected
 
@@ -61,14 +61,15 @@ def _rss_mb(pid: int) -> float:
     return float("nan")
 
 
-def _poll(condition, timeout_s: float):
+def poll_until(condition, timeout_s: float, what: str = "the condition", interval_s: float = 0.01):
+    """``condition()``'s first truthy result; a ClusterError naming ``what`` after ``timeout_s``."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         result = condition()
         if result:
             return result
-        time.sleep(0.01)
-    raise TimeoutError("condition not met")
+        time.sleep(interval_s)
+    raise ClusterError(f"gave up after {timeout_s:.0f} s waiting for {what}")
 
 
 def _leader_failover(spec: ClusterSpec, layout: ClusterLayout) -> float:
@@ -79,7 +80,7 @@ def _leader_failover(spec: ClusterSpec, layout: ClusterLayout) -> float:
     assert pid is not None
     started = time.monotonic()
     os.kill(pid, signal.SIGKILL)
-    _poll(lambda: asyncio.run(_state(spec.zookeeper, ["bench"])).partition("bench", victim.partition).leader
+    poll_until(lambda: asyncio.run(_state(spec.zookeeper, ["bench"])).partition("bench", victim.partition).leader
           not in (-1, victim.leader), 60)
     return time.monotonic() - started
 
@@ -90,7 +91,7 @@ def _controller_failover(spec: ClusterSpec, layout: ClusterLayout) -> float:
     assert pid is not None
     started = time.monotonic()
     os.kill(pid, signal.SIGKILL)
-    _poll(lambda: asyncio.run(_state(spec.zookeeper, [])).controller_id not in (-1, controller), 60)
+    poll_until(lambda: asyncio.run(_state(spec.zookeeper, [])).controller_id not in (-1, controller), 60)
     return time.monotonic() - started
 
 
@@ -103,7 +104,7 @@ def run_foundation_bench(rounds: int = 3) -> int:
             startup.append(time.monotonic() - began)
             asyncio.run(_create(spec.zookeeper, "bench"))
             connect = spec.zookeeper
-            _poll(lambda c=connect: all(p.leader >= 0 for p in asyncio.run(_state(c, ["bench"])).partitions), 30)
+            poll_until(lambda c=connect: all(p.leader >= 0 for p in asyncio.run(_state(c, ["bench"])).partitions), 30)
             time.sleep(3)  # idle memory means idle: let start-up allocations settle
             for broker in spec.brokers:
                 pid = layout.broker_pid(broker.broker_id).read()

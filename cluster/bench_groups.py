@@ -28,7 +28,7 @@ from pathlib import Path
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from cluster.bench import temporary_cluster
+from cluster.bench import poll_until, temporary_cluster
 from cluster.bench_figures import Figure, PhaseReport, render_table
 from cluster.group_consumer import GroupConsumerProcess, owned_exactly_once
 from cluster.processes import ClusterError, ClusterLayout, ClusterSpec
@@ -44,13 +44,7 @@ QUIET.propagate = False
 
 
 def _wait(condition, what: str, timeout_s: float = STEP_TIMEOUT_S):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        result = condition()
-        if result:
-            return result
-        time.sleep(0.05)
-    raise ClusterError(f"gave up after {timeout_s:.0f} s waiting for {what}")
+    return poll_until(condition, timeout_s, what, interval_s=0.05)
 
 
 class SteadyProducer:
