@@ -16,6 +16,7 @@ from broker.control_service import AdminService, ControlPlaneService
 from broker.group.manager import GroupMetadataManager
 from broker.kafka_apis import KafkaApis
 from broker.log_service import LogDirectoryError, LogService, MaintenanceIntervals
+from broker.memory import keep_freed_memory
 from broker.metadata_cache import MetadataCache
 from broker.network import SocketServer
 from broker.registration import (
@@ -371,6 +372,7 @@ class KafkaServer:
 
 
 async def run_broker(config: KafkaConfig) -> int:
+    keep_freed_memory()
     server = KafkaServer(config)
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):

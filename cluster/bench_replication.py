@@ -4,7 +4,7 @@ measured with confluent-kafka (librdkafka) on the same machine as the brokers:
 (a) produce latency with acks=all: 1 KiB messages at a fixed rate (200/s by default), linger.ms=0, to a
     topic with replication factor 3 and min.insync.replicas=2, p50 and p99 of send -> delivery callback;
 (b) produce throughput with acks=all against acks=1: the same messages, batching and topic layout (RF3,
-    min.insync.replicas=2), each into a fresh topic; their ratio;
+    min.insync.replicas=2), in pairs of runs, as the machine's memory is and pre-faulted (``bench_acks``);
 (c) follower catch-up: one follower (not the controller) is killed, ``--catchup-mib`` MiB are produced with
     acks=1 while it is down, then it is started again. Caught up means every partition's log on its disk
     holds as many bytes as the leader's (followers append the leader's batches as they are, so equal sizes
@@ -29,10 +29,11 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import Producer
 
 from broker.purgatory import bench as timer_bench
 from cluster.bench import _state, temporary_cluster
+from cluster.bench_acks import throughput_phase
 from cluster.bench_client import (
     CLIENT_VERSION,
     LATENCY_PRODUCER,
@@ -43,7 +44,6 @@ from cluster.bench_client import (
     ClientLog,
     CpuMeter,
     Deadline,
-    PhaseError,
     Stopwatch,
     measure_latency,
     print_report,
@@ -55,7 +55,6 @@ from cluster.lifecycle import start_broker
 from cluster.processes import ClusterError, ClusterLayout, stop_process
 
 LATENCY_TARGET_P50_MS = 5.0
-THROUGHPUT_RATIO_TARGET = 0.8
 CATCHUP_TARGET_MIB_S = 150.0
 TIMER_SPEED_UP_TARGET = timer_bench.TARGET_SPEED_UP
 TOPIC_CONFIG = {"min.insync.replicas": "2"}
@@ -64,7 +63,8 @@ POLL_S = 0.01
 
 @dataclass(frozen=True)
 class ReplicationBenchSettings:
-    messages: int = 200_000          # (b) messages produced with each acks setting
+    messages: int = 200_000          # (b) messages produced in each run
+    throughput_rounds: int = 3       # (b) pairs of runs (acks=1, acks=all) in each memory condition
     catchup_mib: int = 1024          # (c) MiB produced while the follower is down
     latency_messages: int = 2_000    # (a) messages sent at latency_rate
     latency_rate: int = 200          # (a) messages per second
@@ -85,7 +85,8 @@ class ReplicationBenchSettings:
                                f"more than --phase-timeout {self.phase_timeout_s:g} s: lower --latency-messages "
                                "or raise --phase-timeout")
         # Every byte is written once per replica.
-        written = self.catchup_mib * MIB + (2 * self.messages + self.latency_messages) * self.message_bytes
+        written = self.catchup_mib * MIB + (4 * self.throughput_rounds * self.messages
+                                              + self.latency_messages) * self.message_bytes
         needed = int(1.2 * self.replication_factor * written)
         if free_bytes < needed:
             raise ClusterError(f"the run writes about {needed / MIB:,.0f} MiB but {tempfile.gettempdir()} has "
@@ -162,7 +163,7 @@ class ReplicationBench:
     def wait_for(self, condition: Callable[[], bool], deadline: Deadline, progress: Callable[[], str]) -> None:
         while not condition():
             deadline.check(progress)
-            time.sleep(0.05)
+            time.sleep(POLL_S)
 
     def wait_replicas_in_step(self, topic: str, deadline: Deadline) -> None:
         """Until every replica of ``topic`` holds the same bytes: followers append the leader's batches as they
@@ -198,39 +199,6 @@ def latency_phase(run: ReplicationBench) -> PhaseReport:
         {"messages": count, "achieved_rate": round(sample.achieved_rate, 1), "max_ms": round(max(latencies), 3),
          "librdkafka_latency_ms": librdkafka, "producer": producer_config, "topic_config": TOPIC_CONFIG},
         sample.watch.cpu_s)
-
-
-def _produce_timed(run: ReplicationBench, topic: str, acks: str, deadline: Deadline) -> Stopwatch:
-    bench = run.bench
-    producer = Producer(bench.config({**THROUGHPUT_PRODUCER, "acks": acks}, f"producer-acks-{acks}"))
-    try:
-        producer.list_topics(topic, timeout=max(0.1, deadline.remaining()))  # connected before the clock
-    except KafkaException as exc:
-        raise PhaseError(f"the producer got no metadata for {topic}: {exc.args[0]}") from None
-    return bench.produce(producer, topic, run.settings.messages, deadline, f"acks={acks}")
-
-
-def throughput_phase(run: ReplicationBench) -> PhaseReport:
-    settings = run.settings
-    deadline = Deadline("throughput", settings.phase_timeout_s)
-    run.create_topic("bench-acks-1", deadline)
-    run.create_topic("bench-acks-all", deadline)
-    one = _produce_timed(run, "bench-acks-1", "1", deadline)
-    # acks=1 leaves the followers replicating after its last acknowledgement; that backlog is not acks=all's.
-    run.wait_replicas_in_step("bench-acks-1", deadline)
-    every = _produce_timed(run, "bench-acks-all", "all", deadline)
-    volume = settings.messages * settings.message_bytes
-    rate_one, rate_all = throughput_mib_s(volume, one.elapsed_s), throughput_mib_s(volume, every.elapsed_s)
-    figures = [Figure("acks_1_throughput", "(b) produce, 1 KiB msgs, RF3, acks=1", rate_one, "MiB/s"),
-               Figure("acks_all_throughput", "(b) produce, 1 KiB msgs, RF3, acks=all", rate_all, "MiB/s"),
-               Figure("acks_all_to_acks_1", "(b) acks=all throughput / acks=1 throughput", rate_all / rate_one,
-                      "x", THROUGHPUT_RATIO_TARGET)]
-    return PhaseReport(
-        "produce", f"{settings.messages:,} x {settings.message_bytes} B per run: acks=1 {one.elapsed_s:.2f} s, "
-                      f"acks=all {every.elapsed_s:.2f} s",
-        one.elapsed_s + every.elapsed_s, figures,
-        {"messages": settings.messages, "acks_1_s": round(one.elapsed_s, 3), "acks_all_s": round(every.elapsed_s, 3),
-         "acks_1_cpu_s": one.cpu_s, "producer": THROUGHPUT_PRODUCER, "topic_config": TOPIC_CONFIG}, every.cpu_s)
 
 
 def catchup_phase(run: ReplicationBench) -> PhaseReport:

@@ -119,7 +119,9 @@ def _parser() -> argparse.ArgumentParser:
                                        "consume throughput and produce latency with confluent-kafka. replication: "
                                        "acks=all latency and throughput, follower catch-up, timing wheel.")
     bench.add_argument("what", choices=["foundation", "client", "groups", "replication"])
-    bench.add_argument("--rounds", type=_positive_int, default=3, help="foundation, groups: clusters to start")
+    bench.add_argument("--rounds", type=_positive_int, default=3,
+                       help="foundation, groups: clusters to start; replication: acks=1 / acks=all pairs of "
+                            "throughput runs")
     bench.add_argument("--messages", type=_positive_int, default=None,
                        help="client: 1 KiB messages for the produce throughput (default 300000); replication: "
                             "for each of acks=1 and acks=all (default 200000)")
@@ -224,6 +226,7 @@ def _dispatch(args: argparse.Namespace, data_dir: Path) -> int:
         from cluster.bench_replication import ReplicationBenchSettings, run_replication_bench
 
         settings = ReplicationBenchSettings(catchup_mib=args.catchup_mib, timer_ops=args.timer_ops,
+                                            throughput_rounds=args.rounds,
                                             **_given_bench_options(args))
         return run_replication_bench(settings, as_json=args.json, strict=args.strict)
     if args.command == "bench" and args.what == "groups":
