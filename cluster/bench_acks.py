@@ -10,12 +10,17 @@ produces lands in three page caches, and on a virtual machine whose hypervisor t
 page reporting), each page the kernel hands out again costs a fault on the host: ten times the cost of the
 copy itself, measured here. acks=all pays for all three copies inside its window; acks=1 pays for the
 followers' copies partly after it. Touching and freeing enough memory just before a run lets both settings
-start from pages the host has backed, as on a machine without a balloon.
+start from pages the host has backed, as on a machine without a balloon. ``python -m cluster.bench_acks``
+measures the effect on its own.
 """
 
 from __future__ import annotations
 
+import argparse
 import mmap
+import os
+import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -164,3 +169,40 @@ def throughput_phase(run: ReplicationBench) -> PhaseReport:
                "acks_1_replicated_throughput_fresh_memory": round(as_is.replicated_rate(), 1),
                "runs": as_is.runs("fresh") + backed.runs("backed"), "producer": THROUGHPUT_PRODUCER}
     return PhaseReport("produce", summary, phase.elapsed_s, figures, details, phase.cpu_s)
+
+
+def page_cache_write_mib_s(directory: Path, mib: int) -> float:
+    """MiB/s of ``mib`` MiB written (no fsync) into a new file, which the kernel must give fresh pages."""
+    chunk = b"\x02" * MIB
+    path = directory / "page-cache-probe"
+    fd = os.open(path, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600)
+    try:
+        started = time.perf_counter()
+        for n in range(mib):
+            os.pwrite(fd, chunk, n * MIB)
+        return mib / (time.perf_counter() - started)
+    finally:
+        os.close(fd)
+        path.unlink()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m cluster.bench_acks``: does this machine's page cache pay for memory the host took back?"""
+    parser = argparse.ArgumentParser(prog="python -m cluster.bench_acks", description=main.__doc__)
+    parser.add_argument("--mib", type=int, default=1024, help="MiB written each time (default 1024)")
+    parser.add_argument("--idle-s", type=float, default=20.0,
+                        help="seconds to wait before the second write, for the host to take freed pages back")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="kafkasim-page-cache-") as tmp:
+        touched_s = prefault_memory(2 * args.mib)  # twice over: other processes take freed pages too
+        backed = page_cache_write_mib_s(Path(tmp), args.mib)
+        time.sleep(args.idle_s)
+        fresh = page_cache_write_mib_s(Path(tmp), args.mib)
+    print(f"first touch of {2 * args.mib:,} MiB of anonymous memory: {2 * args.mib / touched_s:,.0f} MiB/s")
+    print(f"page-cache writes right after freeing it: {backed:,.0f} MiB/s")
+    print(f"page-cache writes {args.idle_s:g} s later: {fresh:,.0f} MiB/s ({backed / fresh:.1f}x slower)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from cluster.bench_acks import available_memory_bytes, prefault_size_mib
+from cluster.bench_acks import available_memory_bytes, page_cache_write_mib_s, prefault_size_mib
 from cluster.bench_figures import MIB
 from cluster.bench_replication import CatchUpWatch, ReplicationBenchSettings, partition_log_bytes
 from cluster.processes import ClusterError
@@ -49,6 +49,15 @@ def test_available_memory_is_read_from_meminfo(tmp_path):
     assert available_memory_bytes(meminfo) == 23500000 * 1024
     meminfo.write_text("MemTotal:       24684092 kB\n")
     assert available_memory_bytes(meminfo) == 0
+
+
+def test_the_page_cache_probe_writes_and_removes_its_file(tmp_path):
+    assert page_cache_write_mib_s(tmp_path, 4) > 0
+    assert list(tmp_path.iterdir()) == []
+    result = subprocess.run([sys.executable, "-m", "cluster.bench_acks", "--mib", "4", "--idle-s", "0"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "page-cache writes right after freeing it" in result.stdout
 
 
 def test_partition_log_bytes_counts_segment_files_only(tmp_path):
