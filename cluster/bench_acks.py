@@ -5,7 +5,7 @@ neither always meets the machine as the other left it. Figures are medians; the 
 pairs' ratios. acks=1 is also timed until every replica holds its messages, because on a machine whose cores
 the brokers share, its followers finish replicating after the last acknowledgement.
 
-The pairs run twice: as the machine is, then with memory pre-faulted before each run. Every byte a run
+Each round runs two pairs: one as the machine is, then one with memory pre-faulted before each run. Every byte a run
 produces lands in three page caches, and on a virtual machine whose hypervisor takes freed memory back (free
 page reporting), each page the kernel hands out again costs a fault on the host: ten times the cost of the
 copy itself, measured here. acks=all pays for all three copies inside its window; acks=1 pays for the
@@ -55,7 +55,9 @@ def prefault_memory(mib: int) -> float:
     """Write every page of ``mib`` MiB of fresh anonymous memory, then free it; the seconds it took."""
     started = time.perf_counter()
     chunk = b"\x01" * MIB
-    with mmap.mmap(-1, mib * MIB) as area:
+    # Private, not Python's default shared mapping: shared anonymous pages are shmem, freed apart from the
+    # page cache's supply.
+    with mmap.mmap(-1, mib * MIB, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS) as area:
         for _ in range(mib):
             area.write(chunk)
     return time.perf_counter() - started
@@ -95,13 +97,18 @@ def throughput_run(run: ReplicationBench, topic: str, acks: str, deadline: Deadl
 Pair = dict[str, ThroughputRun]
 
 
-def run_pairs(run: ReplicationBench, name: str, rounds: int, deadline: Deadline, prefault_mib: int) -> list[Pair]:
-    pairs = []
+def run_pairs(run: ReplicationBench, rounds: int, deadline: Deadline,
+              prefault_mib: int) -> tuple[list[Pair], list[Pair]]:
+    """Each round a pair as the machine is, then a pre-faulted pair: a machine that slows down over the runs
+    (more topics, more memory in the page cache) weighs on both conditions alike."""
+    fresh: list[Pair] = []
+    backed: list[Pair] = []
     for n in range(rounds):
         order = ("1", "all") if n % 2 == 0 else ("all", "1")
-        pairs.append({acks: throughput_run(run, f"bench-{name}-acks-{acks}-{n}", acks, deadline, prefault_mib)
-                      for acks in order})
-    return pairs
+        for name, pairs, mib in (("fresh", fresh, 0), ("backed", backed, prefault_mib)):
+            pairs.append({acks: throughput_run(run, f"bench-{name}-acks-{acks}-{n}", acks, deadline, mib)
+                          for acks in order})
+    return fresh, backed
 
 
 @dataclass(frozen=True)
@@ -141,8 +148,8 @@ def throughput_phase(run: ReplicationBench) -> PhaseReport:
     volume = settings.messages * settings.message_bytes
     prefault_mib = prefault_size_mib(volume, settings.replication_factor, available_memory_bytes())
     phase = Stopwatch(run.bench.meter)
-    as_is = PairFigures(run_pairs(run, "fresh", rounds, deadline, 0), volume)
-    backed = PairFigures(run_pairs(run, "backed", rounds, deadline, prefault_mib), volume)
+    fresh_pairs, backed_pairs = run_pairs(run, rounds, deadline, prefault_mib)
+    as_is, backed = PairFigures(fresh_pairs, volume), PairFigures(backed_pairs, volume)
     phase.stop()
 
     median_of = f"median of {rounds}"

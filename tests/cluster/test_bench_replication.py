@@ -114,8 +114,8 @@ def test_bench_replication_reports_sane_figures_and_stops_its_cluster():
     phases = {p["name"]: p for p in report["phases"]}
     produce = phases["produce"]["details"]
     runs = produce["runs"]
-    # Two pairs (--rounds 2) as the machine is, then two with memory pre-faulted; the second pair of each
-    # starts with acks=all.
+    # Two rounds (--rounds 2) of a pair as the machine is and a pair with memory pre-faulted; the second
+    # round's pairs start with acks=all. The details list each condition's runs together.
     order = [(0, "1"), (0, "all"), (1, "all"), (1, "1")]
     assert [(r["condition"], r["pair"], r["acks"]) for r in runs] == [("fresh", *o) for o in order] + [
         ("backed", *o) for o in order]
