@@ -1,6 +1,7 @@
 """Followers: one fetcher per leader broker (Kafka's ReplicaFetcherThread, one per source broker), an
 asyncio task that first truncates newly followed partitions by the configured rule, then long-polls the
-leader over the cluster plane and appends what comes back byte for byte."""
+leader over the cluster plane, one fetch at a time on a stream it keeps open, and appends what comes back
+byte for byte."""
 
 from __future__ import annotations
 
@@ -64,6 +65,7 @@ class ReplicaFetcher:
             address, options=[("grpc.max_receive_message_length", 2 * settings.response_max_bytes + (1 << 20)),
                               *REPLICATION_CHANNEL_OPTIONS])
         self._stub = ReplicationStub(self._channel)
+        self._stream: grpc.aio.StreamStreamCall | None = None
         self._task = asyncio.get_running_loop().create_task(self._run(), name=f"replica-fetcher-{leader_id}")
 
     def add(self, partition: Partition) -> None:
@@ -78,6 +80,7 @@ class ReplicaFetcher:
         self._task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self._task
+        self._drop_stream()
         await self._channel.close()
 
     async def _run(self) -> None:
@@ -88,9 +91,10 @@ class ReplicaFetcher:
                 await self._fetch_once()
             except asyncio.CancelledError:
                 raise
-            except grpc.aio.AioRpcError as exc:
+            except (grpc.aio.AioRpcError, TimeoutError, ConnectionError) as exc:
+                reason = exc.code().name if isinstance(exc, grpc.aio.AioRpcError) else repr(exc)
                 log.info("fetch from leader %d at %s failed: %s; retrying in %d ms", self.leader_id, self.address,
-                         exc.code().name, self.settings.backoff_ms)
+                         reason, self.settings.backoff_ms)
                 await asyncio.sleep(self.settings.backoff_ms / 1000)
             except Exception:
                 log.exception("replica fetcher for leader %d failed; retrying", self.leader_id)
@@ -168,14 +172,36 @@ class ReplicaFetcher:
                 log_start_offset=s.partition.log.log_start_offset, current_leader_epoch=s.leader_epoch,
                 partition_max_bytes=self.settings.partition_max_bytes) for tp, s in ready.items()])
         sent_offsets = {tp: s.fetch_offset for tp, s in ready.items()}
-        timeout = (self.settings.max_wait_ms + self.settings.socket_timeout_ms) / 1000
-        response = await self._stub.Fetch(request, timeout=timeout)
+        response = await self._exchange(request)
         for data in response.partitions:
             tp = (data.topic, data.partition)
             state = self.partitions.get(tp)
             if state is None or state is not ready.get(tp) or state.fetch_offset != sent_offsets[tp]:
                 continue  # the partition moved on while the fetch was in flight
             self._process(state, data)
+
+    async def _exchange(self, request: pb.ReplicaFetchRequest) -> pb.ReplicaFetchResponse:
+        """One fetch on the stream to the leader, opened on first use. Any failure drops the stream, and the
+        next fetch opens a fresh one."""
+        if self._stream is None:
+            self._stream = self._stub.Fetch()
+        stream = self._stream
+        timeout = (self.settings.max_wait_ms + self.settings.socket_timeout_ms) / 1000
+        try:
+            await stream.write(request)
+            response = await asyncio.wait_for(stream.read(), timeout)
+        except BaseException:
+            self._drop_stream()
+            raise
+        if response is grpc.aio.EOF:
+            self._drop_stream()
+            raise ConnectionError(f"leader {self.leader_id} ended the fetch stream")
+        return response
+
+    def _drop_stream(self) -> None:
+        if self._stream is not None:
+            self._stream.cancel()
+            self._stream = None
 
     def _process(self, state: PartitionFetchState, data: pb.ReplicaFetchPartitionData) -> None:
         partition = state.partition

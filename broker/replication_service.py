@@ -1,8 +1,10 @@
 """The leader's side of replication on the cluster plane: replica fetches (parked in the same fetch
-purgatory as consumer long-polls, reading up to the LEO) and OffsetsForLeaderEpoch."""
+purgatory as consumer long-polls, reading up to the LEO), answered in order on each follower's stream, and
+OffsetsForLeaderEpoch."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
@@ -21,7 +23,12 @@ class ReplicationService(ReplicationServicer):
     def __init__(self, server: KafkaServer) -> None:
         self.server = server
 
-    async def Fetch(self, request: pb.ReplicaFetchRequest, context) -> pb.ReplicaFetchResponse:
+    async def Fetch(self, requests: AsyncIterator[pb.ReplicaFetchRequest],
+                    context) -> AsyncIterator[pb.ReplicaFetchResponse]:
+        async for request in requests:
+            yield await self._fetch(request)
+
+    async def _fetch(self, request: pb.ReplicaFetchRequest) -> pb.ReplicaFetchResponse:
         server = self.server
         params = FetchParams(
             replica_id=request.replica_id, max_wait_ms=request.max_wait_ms, min_bytes=request.min_bytes,

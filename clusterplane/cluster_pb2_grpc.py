@@ -314,7 +314,7 @@ class ReplicationStub:
         Args:
             channel: A grpc.Channel.
         """
-        self.Fetch = channel.unary_unary(
+        self.Fetch = channel.stream_stream(
                 '/kafkasim.cluster.v1.Replication/Fetch',
                 request_serializer=clusterplane_dot_cluster__pb2.ReplicaFetchRequest.SerializeToString,
                 response_deserializer=clusterplane_dot_cluster__pb2.ReplicaFetchResponse.FromString,
@@ -329,8 +329,10 @@ class ReplicationStub:
 class ReplicationServicer:
     """Missing associated documentation comment in .proto file."""
 
-    def Fetch(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+    def Fetch(self, request_iterator, context):
+        """One long-lived stream per (follower, leader), one response per request, in order: a fetch is then a
+        message on an open stream, not a new call with its own set-up (Kafka's fetcher keeps one connection).
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -344,7 +346,7 @@ class ReplicationServicer:
 
 def add_ReplicationServicer_to_server(servicer, server):
     rpc_method_handlers = {
-            'Fetch': grpc.unary_unary_rpc_method_handler(
+            'Fetch': grpc.stream_stream_rpc_method_handler(
                     servicer.Fetch,
                     request_deserializer=clusterplane_dot_cluster__pb2.ReplicaFetchRequest.FromString,
                     response_serializer=clusterplane_dot_cluster__pb2.ReplicaFetchResponse.SerializeToString,
@@ -366,7 +368,7 @@ class Replication:
     """Missing associated documentation comment in .proto file."""
 
     @staticmethod
-    def Fetch(request,
+    def Fetch(request_iterator,
             target,
             options=(),
             channel_credentials=None,
@@ -376,8 +378,8 @@ class Replication:
             wait_for_ready=None,
             timeout=None,
             metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
+        return grpc.experimental.stream_stream(
+            request_iterator,
             target,
             '/kafkasim.cluster.v1.Replication/Fetch',
             clusterplane_dot_cluster__pb2.ReplicaFetchRequest.SerializeToString,
