@@ -158,6 +158,9 @@ class ReplicaFetcher:
         now = loop.time()
         ready = {tp: s for tp, s in self.partitions.items() if not s.truncating and s.delayed_until <= now}
         if not ready:
+            # Nothing to fetch (leadership moved, or backing off): hold no stream open on the leader, which
+            # would otherwise have to cancel it when it stops.
+            self._drop_stream()
             self._wake.clear()
             next_due = min((s.delayed_until for s in self.partitions.values() if not s.truncating), default=None)
             wait = self.settings.backoff_ms / 1000 if next_due is None else max(0.0, next_due - now)
