@@ -30,6 +30,7 @@ from tests.replication.support import (
     produce,
     produce_acknowledged,
     replica_log,
+    wait_for_event,
     wait_for_identical_replicas,
     wait_for_isr,
     wait_for_leader,
@@ -80,7 +81,9 @@ def test_high_watermark_truncation_leaves_the_logs_diverged(cluster_factory):
 
 def test_leader_epochs_truncate_to_the_divergence_point_and_converge(cluster_factory):
     cluster, a, b = crash_both_with_unflushed_tails(cluster_factory, "kip-279")
-    # A asked where epoch 0 ends on B (offset 1) and cut m2 there, then fetched m3
+    # A asked where epoch 0 ends on B (offset 1) and cut m2 there, then fetched m3 (the trace writer
+    # flushes on its own thread: the event may reach the file a moment after the cut)
+    wait_for_event(cluster, a, te.FollowerTruncated, 10, topic=TOPIC)
     truncated = [(t.rule, t.from_offset, t.to_offset) for t in events(cluster, a, te.FollowerTruncated, topic=TOPIC)]
     assert truncated == [("kip-279", 2, 1)]
     settled = batches(wait_for_identical_replicas(cluster, TOPIC, [a, b], 10))

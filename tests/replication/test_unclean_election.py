@@ -64,6 +64,7 @@ def test_unclean_election_loses_committed_records_and_the_logs_converge(cluster_
 
     cluster.start(A)  # 4
     wait_for_isr(cluster, GAMBLE, [A, B], 15)
+    wait_for_event(cluster, A, te.FollowerTruncated, 10, topic=GAMBLE)  # flushed by the trace writer's thread
     truncated = [(t.rule, t.from_offset, t.to_offset) for t in events(cluster, A, te.FollowerTruncated, topic=GAMBLE)]
     assert truncated == [("kip-279", 10, 5)]
     settled = values_by_offset(batches(wait_for_identical_replicas(cluster, GAMBLE, [A, B], 10)))
