@@ -22,12 +22,15 @@ def value_text(value: bytes | None) -> str | None:
     return None if value is None else value.decode("utf-8", errors="backslashreplace")
 
 
+OFFSET_UNKNOWN = -1
+
+
 class AcknowledgedWrite(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     topic: str
     partition: int
-    offset: int
+    offset: int   # OFFSET_UNKNOWN when the client was told the write persisted but not where
     value: str | None
     ts_ms: float
 
@@ -55,8 +58,10 @@ class HistoryWriter:
         self.path = path
         self._file = open(path, "a", encoding="utf-8")
 
-    def acknowledged(self, topic: str, partition: int, offset: int, value: bytes | None) -> None:
-        self.acknowledged_many(topic, partition, [(offset, value)])
+    def acknowledged(self, topic: str, partition: int, offset: int | None, value: bytes | None) -> None:
+        """``offset`` None: an idempotent librdkafka producer can report a write as persisted without its offset
+        (it inferred the write from a later acknowledgement); it is kept as OFFSET_UNKNOWN."""
+        self.acknowledged_many(topic, partition, [(OFFSET_UNKNOWN if offset is None else offset, value)])
 
     def acknowledged_many(self, topic: str, partition: int, records: Iterable[tuple[int, bytes | None]]) -> None:
         now = time.time() * 1000

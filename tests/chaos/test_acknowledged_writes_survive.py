@@ -43,7 +43,7 @@ class AckingProducer:
             logger.setLevel(logging.DEBUG)
             config |= {"debug": "eos,msg", "logger": logger}
         self.producer = Producer(config)
-        self.acked: dict[str, tuple[int, int]] = {}
+        self.acked: dict[str, tuple[int, int | None]] = {}
         self.failed: list[str] = []
         self.sent = 0
         self._stop = threading.Event()
@@ -166,5 +166,9 @@ def test_no_acknowledged_write_is_lost_while_leaders_are_killed_restarted_and_pa
         twice = {v: [where for value, where in found[0] if value == v] for v, n in counts.items() if n > 1}
         assert not twice, f"{TOPIC}-{partition} stored values more than once: {dict(list(twice.items())[:5])}"
         for value, offset in acked_here.items():
-            assert stored[offset] == value, f"{value} was acknowledged at offset {offset} but sits elsewhere"
-    print(f"{len(producer.acked)} values acknowledged of {producer.sent} sent; {len(producer.failed)} failed")
+            # None: librdkafka reported the write persisted without its offset; it is stored once, checked above
+            assert offset is None or stored[offset] == value, (
+                f"{value} was acknowledged at offset {offset} but sits elsewhere")
+    unknown = sum(1 for _, offset in producer.acked.values() if offset is None)
+    print(f"{len(producer.acked)} values acknowledged of {producer.sent} sent ({unknown} without an offset); "
+          f"{len(producer.failed)} failed")
