@@ -1,1 +1,1 @@
-"""The broker process: Kafka-protocol server, replica manager, partitions, log, purgatory, metadata cache."""
+"""The broker process: the client plane, replication, the log, purgatories and the group coordinator."""

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from broker.truncation import TruncationRule
+from broker.replication.truncation import TruncationRule
 
 # Named profiles: Kafka property overrides applied before the user's own settings.
 PROFILES: dict[str, dict[str, str]] = {

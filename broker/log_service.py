@@ -15,7 +15,7 @@ from broker.log.config import LogConfig, topic_property_names
 from broker.log.errors import CorruptCheckpointError, LogDirInUseError
 from broker.log.log import Log, parse_topic_partition
 from broker.log.log_manager import LogManager
-from broker.replica_manager import ReplicaState, TopicPartition
+from broker.replication.replica_manager import ReplicaState, TopicPartition
 from zk.client import ZkClient
 from zk.znodes import TopicConfigZNode, ZNodeDecodeError
 

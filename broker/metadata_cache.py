@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
-from broker.control_fencing import check_control_request
+from broker.replication.control_fencing import check_control_request
 from clusterplane import cluster_pb2 as pb
 
 TopicPartition = tuple[str, int]

@@ -12,27 +12,27 @@ import grpc
 from kio.schema.errors import ErrorCode
 
 from broker.config import KafkaConfig, Listener
-from broker.control_service import AdminService, ControlPlaneService
+from broker.replication.control_service import AdminService, ControlPlaneService
 from broker.group.manager import GroupMetadataManager
-from broker.kafka_apis import KafkaApis
+from broker.clientplane.kafka_apis import KafkaApis
 from broker.log_service import LogDirectoryError, LogService, MaintenanceIntervals
 from broker.memory import keep_freed_memory
 from broker.metadata_cache import MetadataCache
-from broker.network import SocketServer
+from broker.clientplane.network import SocketServer
 from broker.registration import (
     create_top_level_paths,
     get_or_create_cluster_id,
     register_broker,
     registration_for,
 )
-from broker.isr_manager import IsrChangeManager
-from broker.partition import LeadershipState, Partition
-from broker.replica_fetcher import REPLICATION_CHANNEL_OPTIONS, FetcherSettings, ReplicaFetcherManager
-from broker.replication_service import ReplicationService
+from broker.replication.isr_manager import IsrChangeManager
+from broker.replication.partition import LeadershipState, Partition
+from broker.replication.replica_fetcher import REPLICATION_CHANNEL_OPTIONS, FetcherSettings, ReplicaFetcherManager
+from broker.replication.replication_service import ReplicationService
 from broker.producer_id_manager import ProducerIdManager
 from broker.purgatory.asyncio_timer import AsyncioTimer
-from broker.replica_manager import ReplicaIO, ReplicaManager, ReplicaState, TopicPartition
-from broker.replication_tracing import ReplicationTracer
+from broker.replication.replica_manager import ReplicaIO, ReplicaManager, ReplicaState, TopicPartition
+from broker.replication.replication_tracing import ReplicationTracer
 from clusterplane import cluster_pb2 as pb
 from clusterplane.cluster_pb2_grpc import (
     ControlPlaneStub,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from controller.admin_zk import live_broker_ids
+from zk.admin import live_broker_ids
 from zk.client import ZkClient
 from zk.znodes import (
     BrokerIdZNode,

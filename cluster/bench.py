@@ -18,7 +18,7 @@ from pathlib import Path
 from cluster.admin import read_cluster_state
 from cluster.lifecycle import up
 from cluster.processes import ClusterError, ClusterLayout, ClusterSpec, PidFile, stop_process
-from controller.admin_zk import create_topic
+from zk.admin import create_topic
 from zk.client import connected
 
 

@@ -9,6 +9,8 @@ import signal
 import sys
 from pathlib import Path
 
+import broker.__main__ as broker_entry
+
 from cluster.processes import ClusterError, ClusterLayout, default_data_dir
 
 SIGNALS = {"KILL": signal.SIGKILL, "TERM": signal.SIGTERM, "STOP": signal.SIGSTOP, "CONT": signal.SIGCONT}
@@ -36,9 +38,7 @@ def _parser() -> argparse.ArgumentParser:
     zk.add_argument("--tick-time", type=int, default=200, help="tickTime in ms (sessions: 2 to 300 ticks)")
 
     broker = sub.add_parser("broker", help="run one broker in the foreground")
-    broker.add_argument("--config", type=Path, required=True, help="server.properties (Kafka property names)")
-    broker.add_argument("--override", action="append", metavar="KEY=VALUE", help="override one property")
-    broker.add_argument("--zookeeper", metavar="HOST:PORT[/CHROOT]", help="use this ZooKeeper ensemble")
+    broker_entry.add_arguments(broker)
 
     up = sub.add_parser("up", help="start ZooKeeper and a cluster of brokers in the background")
     up.add_argument("--brokers", type=int, default=3)
@@ -198,7 +198,7 @@ def _dispatch(args: argparse.Namespace, data_dir: Path) -> int:
                            "(for a local broker: kafkasim kill --signal STOP / CONT)")
 
     if args.command == "broker":
-        return commands.run_broker_command(args.config, _key_values(args.override, "--override"), args.zookeeper)
+        return broker_entry.run(args.config, _key_values(args.override, "--override"), args.zookeeper)
     if args.command == "zookeeper":
         return commands.run_zookeeper(data_dir, args.port, args.tick_time)
     if args.command == "up":

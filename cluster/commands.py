@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import os
 import signal
 import subprocess
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 from cluster.admin import ClusterState, read_cluster_state
 from cluster.processes import ClusterError, ClusterLayout, ClusterSpec
-from controller.admin_zk import AdminError, create_topic, delete_topic
-from controller.assignment import InvalidPartitionsError, InvalidReplicationFactorError, InvalidTopicError
+from zk.admin import AdminError, create_topic, delete_topic
+from zk.assignment import InvalidPartitionsError, InvalidReplicationFactorError, InvalidTopicError
 from traces.faults import TOOLS_TRACE_FILE, record_fault
 from zk.client import ZkClient, ZkUnavailableError, connected
 
@@ -27,27 +25,6 @@ async def _zk(connect: str) -> AsyncIterator[ZkClient]:
             yield zk
     except ZkUnavailableError as exc:
         raise ClusterError(f"{exc} (is the cluster up? 'kafkasim up')") from None
-
-
-def run_broker_command(config_path: Path, overrides: dict[str, str], zookeeper: str | None) -> int:
-    from broker.config import ConfigError, KafkaConfig
-    from broker.registration import BrokerIdInUseError
-    from broker.server import StartupError, run_broker
-    from zk.client import ZkUnavailableError as Unavailable
-
-    if zookeeper:
-        overrides = {**overrides, "zookeeper.connect": zookeeper}
-    try:
-        config = KafkaConfig.from_file(config_path, overrides)
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    print(config.describe(), file=sys.stderr, flush=True)
-    try:
-        return asyncio.run(run_broker(config))
-    except (StartupError, BrokerIdInUseError, Unavailable) as exc:
-        print(f"error: broker {config.broker_id} cannot start: {exc}", file=sys.stderr)
-        return 1
 
 
 def run_zookeeper(data_dir: Path, port: int, tick_time_ms: int) -> int:

@@ -8,7 +8,7 @@ from broker.log.config import LogConfig
 from broker.log.log import Log
 from broker.log.record_batch import parse_header
 from broker.log.records import Record, build_batch
-from broker.partition import LeadershipState, Partition
+from broker.replication.partition import LeadershipState, Partition
 from tests.log.support import ManualClock
 
 TOPIC, PARTITION = "orders", 0

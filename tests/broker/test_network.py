@@ -5,8 +5,8 @@ import asyncio
 import struct
 
 from broker.config import Listener
-from broker.network import Delayed, SocketServer
-from broker.protocol.api_versions import handle_api_versions
+from broker.clientplane.network import Delayed, SocketServer
+from broker.clientplane.protocol.api_versions import handle_api_versions
 from zk.server import free_port
 
 

@@ -10,7 +10,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.log.checkpoint import EpochEntry
 from broker.log.record_batch import parse_header
-from broker.partition import (
+from broker.replication.partition import (
     NO_EPOCH,
     FetchIsolation,
     FollowerState,
@@ -18,7 +18,7 @@ from broker.partition import (
     Partition,
     PartitionError,
 )
-from broker.producer_state import BatchMetadata
+from broker.replication.producer_state import BatchMetadata
 from tests.broker.support import (
     FOLLOWER,
     LAG_MS,

@@ -4,7 +4,7 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from broker.log.record_batch import CONTROL_FLAG, BatchHeader
-from broker.producer_state import (
+from broker.replication.producer_state import (
     INT32_MAX,
     NUM_BATCHES_TO_RETAIN,
     BatchMetadata,

@@ -7,10 +7,10 @@ from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
 
-from broker.delayed_ops import FetchParams, FetchPartitionRequest
-from broker.handlers.produce import check_idempotence
-from broker.partition import FetchIsolation, IsrProposal, Partition
-from broker.replica_manager import ReplicaIO, ReplicaManager
+from broker.replication.delayed_ops import FetchParams, FetchPartitionRequest
+from broker.clientplane.handlers.produce import check_idempotence
+from broker.replication.partition import FetchIsolation, IsrProposal, Partition
+from broker.replication.replica_manager import ReplicaIO, ReplicaManager
 from tests.broker.support import (
     FOLLOWER,
     LAG_MS,

@@ -1,7 +1,7 @@
 from kio.schema.errors import ErrorCode
 
 from broker.metadata_cache import MetadataCache
-from broker.replica_manager import ReplicaManager
+from broker.replication.replica_manager import ReplicaManager
 from clusterplane import cluster_pb2 as pb
 
 

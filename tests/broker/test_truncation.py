@@ -1,6 +1,6 @@
 """The three follower truncation rules, driven with the answers a leader would give."""
 
-from broker.truncation import TruncationRule, TruncationStep, truncation_step
+from broker.replication.truncation import TruncationRule, TruncationStep, truncation_step
 
 
 def cache(entries: list[tuple[int, int]], log_end_offset: int):

@@ -19,7 +19,7 @@ from kafka.protocol.consumer import FetchRequest
 from kafka.protocol.metadata import ApiVersionsResponse
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
-from broker.protocol.versions import SUPPORTED_VERSIONS, ApiKey
+from broker.clientplane.protocol.versions import SUPPORTED_VERSIONS, ApiKey
 from tests.client.support import (
     RESPONSES,
     RawConnection,

@@ -12,7 +12,7 @@ import pytest
 from confluent_kafka import Producer
 from kafka.protocol.metadata import ApiVersionsRequest
 
-from broker.protocol.versions import ApiKey
+from broker.clientplane.protocol.versions import ApiKey
 from tests.client.support import (
     EARLIEST,
     LATEST,

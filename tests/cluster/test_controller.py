@@ -8,7 +8,7 @@ import grpc
 import pytest
 from kio.schema.errors import ErrorCode
 
-from controller.admin_zk import create_topic
+from zk.admin import create_topic
 from clusterplane import cluster_pb2 as pb
 from clusterplane.cluster_pb2_grpc import AdminStub, ControlPlaneStub
 from tests.harness import RunningCluster, wait_until, zk_call, znode_json

@@ -3,7 +3,7 @@ from collections import Counter
 
 import pytest
 
-from controller.assignment import (
+from zk.assignment import (
     InvalidPartitionsError,
     InvalidReplicationFactorError,
     InvalidTopicError,

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from broker.protocol.versions import ApiKey
+from broker.clientplane.protocol.versions import ApiKey
 
 FRAMES_DIR = Path(__file__).parent / "client_frames"
 _NAME = re.compile(r"(?P<client>[a-z]+)_(?P<api>[A-Za-z]+)_v(?P<version>\d+)\.bin")

@@ -6,11 +6,11 @@ from kafka.protocol.metadata.api_versions import ApiVersionsResponse as OracleAp
 from kio.schema.api_versions.v3.request import ApiVersionsRequest as ApiVersionsRequestV3
 from kio.schema.errors import ErrorCode
 
-from broker.protocol.api_versions import handle_api_versions, unsupported_version_response
-from broker.protocol.codec import decode_request, encode_response
-from broker.protocol.errors import UnsupportedVersion
-from broker.protocol.messages import Request, RequestHeader
-from broker.protocol.versions import SUPPORTED_VERSIONS, ApiKey
+from broker.clientplane.protocol.api_versions import handle_api_versions, unsupported_version_response
+from broker.clientplane.protocol.codec import decode_request, encode_response
+from broker.clientplane.protocol.errors import UnsupportedVersion
+from broker.clientplane.protocol.messages import Request, RequestHeader
+from broker.clientplane.protocol.versions import SUPPORTED_VERSIONS, ApiKey
 
 from .captured import CAPTURED
 

@@ -8,10 +8,10 @@ from kio.schema.metadata.v5.response import MetadataResponse as MetadataResponse
 from kio.schema.request_header.v1.header import RequestHeader as KioRequestHeaderV1
 from kio.serial import entity_writer
 
-from broker.protocol.codec import decode_request, encode_response
-from broker.protocol.errors import MalformedRequest, UnknownApiKey, UnsupportedVersion
-from broker.protocol.messages import Request, RequestHeader
-from broker.protocol.versions import ApiKey, api_spec, is_implemented, is_supported
+from broker.clientplane.protocol.codec import decode_request, encode_response
+from broker.clientplane.protocol.errors import MalformedRequest, UnknownApiKey, UnsupportedVersion
+from broker.clientplane.protocol.messages import Request, RequestHeader
+from broker.clientplane.protocol.versions import ApiKey, api_spec, is_implemented, is_supported
 
 from .captured import CAPTURED
 

@@ -2,8 +2,8 @@ import struct
 
 import pytest
 
-from broker.protocol.errors import InvalidFrameSize, ProtocolError
-from broker.protocol.framing import DEFAULT_SOCKET_REQUEST_MAX_BYTES, FrameDecoder, frame_response
+from broker.clientplane.protocol.errors import InvalidFrameSize, ProtocolError
+from broker.clientplane.protocol.framing import DEFAULT_SOCKET_REQUEST_MAX_BYTES, FrameDecoder, frame_response
 
 from .captured import CAPTURED
 

@@ -7,11 +7,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from broker.protocol.codec import decode_request
-from broker.protocol.errors import InvalidFrameSize, MalformedRequest, UnknownApiKey, UnsupportedVersion
-from broker.protocol.framing import FrameDecoder, frame_response
-from broker.protocol.messages import Request
-from broker.protocol.versions import SUPPORTED_VERSIONS
+from broker.clientplane.protocol.codec import decode_request
+from broker.clientplane.protocol.errors import InvalidFrameSize, MalformedRequest, UnknownApiKey, UnsupportedVersion
+from broker.clientplane.protocol.framing import FrameDecoder, frame_response
+from broker.clientplane.protocol.messages import Request
+from broker.clientplane.protocol.versions import SUPPORTED_VERSIONS
 
 from .captured import CAPTURED
 

@@ -59,7 +59,7 @@ def test_kio_alone_aborts_the_process_on_a_forged_array_count():
 def test_decode_request_answers_malformed_for_the_same_frame():
     child = _run_limited(f"""
         import struct
-        from broker.protocol.codec import decode_request
+        from broker.clientplane.protocol.codec import decode_request
         print(type(decode_request({FORGED_FRAME})).__name__)
     """)
     assert child.returncode == 0, child.stderr
@@ -70,7 +70,7 @@ def test_thousands_of_forged_lengths_in_real_frames_stay_within_the_memory_limit
     child = _run_limited("""
         import random, struct
         from pathlib import Path
-        from broker.protocol.codec import decode_request
+        from broker.clientplane.protocol.codec import decode_request
         frames = [p.read_bytes() for p in sorted(Path("tests/protocol/client_frames").glob("*/*.bin"))]
         rng = random.Random(20261121)
         for _ in range(40_000):

@@ -9,11 +9,11 @@ from kio.index import load_payload_module
 from kio.schema.errors import ErrorCode
 from kio.static.constants import EntityType
 
-from broker.protocol.build import build as _build
-from broker.protocol.codec import decode_request, encode_response
-from broker.protocol.framing import FrameDecoder, frame_response
-from broker.protocol.messages import Request
-from broker.protocol.versions import ApiKey
+from broker.clientplane.protocol.build import build as _build
+from broker.clientplane.protocol.codec import decode_request, encode_response
+from broker.clientplane.protocol.framing import FrameDecoder, frame_response
+from broker.clientplane.protocol.messages import Request
+from broker.clientplane.protocol.versions import ApiKey
 
 from .captured import CAPTURED
 

@@ -1,6 +1,6 @@
 import pytest
 
-from broker.protocol.versions import SUPPORTED_VERSIONS, ApiKey, api_spec, is_implemented, is_supported
+from broker.clientplane.protocol.versions import SUPPORTED_VERSIONS, ApiKey, api_spec, is_implemented, is_supported
 
 # wire-compat.md section 0, "advertise" column plus the optional extras.
 RECOMMENDED = {

@@ -30,7 +30,7 @@ from broker.log.checkpoint import LEADER_EPOCH_CHECKPOINT, LeaderEpochCheckpoint
 from broker.log.record_batch import HEADER_SIZE, parse_header
 from broker.log.records import Record, build_batch
 from cluster.admin import PartitionView
-from controller.admin_zk import create_topic
+from zk.admin import create_topic
 from tests.harness import RunningCluster, wait_until, zk_call
 from traces import events as te
 

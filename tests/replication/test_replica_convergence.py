@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from controller.admin_zk import create_topic
+from zk.admin import create_topic
 from tests.harness import wait_until, zk_call
 from tests.replication.support import (
     RETRIABLE_ROUTING,

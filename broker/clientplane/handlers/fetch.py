@@ -7,14 +7,14 @@ from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
-from broker.delayed_ops import FetchParams, FetchPartitionRequest, FetchPartitionResult
-from broker.handlers.common import NO_THROTTLE, answer_once, millis, response_module
-from broker.network import Delayed
-from broker.partition import FetchIsolation
-from broker.protocol.build import build
-from broker.protocol.messages import Request
-from broker.protocol.versions import ApiKey
-from broker.protocol.zero_copy import ZeroCopyResponse
+from broker.replication.delayed_ops import FetchParams, FetchPartitionRequest, FetchPartitionResult
+from broker.clientplane.handlers.common import NO_THROTTLE, answer_once, millis, response_module
+from broker.clientplane.network import Delayed
+from broker.replication.partition import FetchIsolation
+from broker.clientplane.protocol.build import build
+from broker.clientplane.protocol.messages import Request
+from broker.clientplane.protocol.versions import ApiKey
+from broker.clientplane.protocol.zero_copy import ZeroCopyResponse
 
 if TYPE_CHECKING:
     from broker.server import KafkaServer

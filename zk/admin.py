@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from kazoo.exceptions import NodeExistsError
 from kio.schema.errors import ErrorCode
 
-from controller.assignment import (
+from zk.assignment import (
     InvalidPartitionsError,
     InvalidReplicationFactorError,
     InvalidTopicError,

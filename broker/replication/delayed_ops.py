@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
 
-from broker.partition import FetchIsolation, LogReadResult, Partition, PartitionError
+from broker.replication.partition import FetchIsolation, LogReadResult, Partition, PartitionError
 from broker.purgatory.delayed_operation import DelayedOperation
 
 TopicPartition = tuple[str, int]

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from broker.partition import Partition
+from broker.replication.partition import Partition
 from traces import events as te
 from traces.coalesce import Coalescer, Tallies, Tally
 from traces.writer import TraceWriter

@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
-from broker.delayed_ops import FetchParams, FetchPartitionRequest
-from broker.handlers.common import answer_once
-from broker.partition import NO_EPOCH, FetchIsolation, PartitionError
+from broker.replication.delayed_ops import FetchParams, FetchPartitionRequest
+from broker.clientplane.handlers.common import answer_once
+from broker.replication.partition import NO_EPOCH, FetchIsolation, PartitionError
 from clusterplane import cluster_pb2 as pb
 from clusterplane.cluster_pb2_grpc import ReplicationServicer
 

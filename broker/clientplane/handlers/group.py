@@ -13,12 +13,12 @@ from kio.schema.errors import ErrorCode
 from broker.config import Listener
 from broker.group.manager import OFFSETS_TOPIC
 from broker.group.metadata import JoinResult, OffsetAndMetadata
-from broker.handlers.common import NO_THROTTLE, answer_once, millis, response_module
-from broker.network import Delayed
-from broker.protocol.build import build
-from broker.protocol.messages import Request
-from broker.protocol.versions import ApiKey
-from controller.admin_zk import AdminError, create_topic, live_broker_ids
+from broker.clientplane.handlers.common import NO_THROTTLE, answer_once, millis, response_module
+from broker.clientplane.network import Delayed
+from broker.clientplane.protocol.build import build
+from broker.clientplane.protocol.messages import Request
+from broker.clientplane.protocol.versions import ApiKey
+from zk.admin import AdminError, create_topic, live_broker_ids
 
 if TYPE_CHECKING:
     from broker.server import KafkaServer

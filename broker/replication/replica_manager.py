@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
 
-from broker.control_fencing import check_control_request
-from broker.delayed_ops import (
+from broker.replication.control_fencing import check_control_request
+from broker.replication.delayed_ops import (
     DelayedFetch,
     DelayedProduce,
     FetchParams,
@@ -22,7 +22,7 @@ from broker.delayed_ops import (
     partition_error,
 )
 from broker.log.errors import InvalidRecordBatchError, OffsetOutOfRangeError
-from broker.partition import IsrProposal, Partition, PartitionError
+from broker.replication.partition import IsrProposal, Partition, PartitionError
 from broker.purgatory.purgatory import DelayedOperationPurgatory, TopicPartitionOperationKey
 from clusterplane import cluster_pb2 as pb
 

@@ -16,7 +16,7 @@ from kio.schema.errors import ErrorCode
 from broker.log.file_records import FileRegion, scan_batch_headers
 from broker.log.log import Log, LogAppendInfo
 from broker.log.record_batch import BatchHeader, parse_header
-from broker.producer_state import Decision, ProducerStateManager, increment_sequence
+from broker.replication.producer_state import Decision, ProducerStateManager, increment_sequence
 
 NO_EPOCH = -1  # a request that does not name the leader epoch it expects (before KIP-320)
 

@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING
 from kio.schema.errors import ErrorCode
 from pydantic import ValidationError
 
-from broker.handlers.common import NO_THROTTLE, millis, response_module
+from broker.clientplane.handlers.common import NO_THROTTLE, millis, response_module
 from broker.log.config import topic_property_names
-from broker.protocol.build import build
-from broker.protocol.messages import Request
-from broker.protocol.versions import ApiKey
-from controller.admin_zk import AdminError, create_topic, delete_topic
+from broker.clientplane.protocol.build import build
+from broker.clientplane.protocol.messages import Request
+from broker.clientplane.protocol.versions import ApiKey
+from zk.admin import AdminError, create_topic, delete_topic
 from zk.znodes import TopicConfigZNode, ZNodeDecodeError
 
 if TYPE_CHECKING:

@@ -6,12 +6,12 @@ from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
-from broker.handlers.common import NO_THROTTLE, response_module
+from broker.clientplane.handlers.common import NO_THROTTLE, response_module
 from broker.log.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
-from broker.partition import NO_EPOCH, Partition, PartitionError
-from broker.protocol.build import build
-from broker.protocol.messages import Request
-from broker.protocol.versions import ApiKey
+from broker.replication.partition import NO_EPOCH, Partition, PartitionError
+from broker.clientplane.protocol.build import build
+from broker.clientplane.protocol.messages import Request
+from broker.clientplane.protocol.versions import ApiKey
 
 if TYPE_CHECKING:
     from broker.server import KafkaServer

@@ -11,9 +11,9 @@ from collections.abc import Callable
 
 from kazoo.exceptions import BadVersionError, NoNodeError
 
-from broker.partition import IsrProposal
-from broker.replica_manager import ReplicaIO, TopicPartition
-from broker.replication_tracing import replica_lags
+from broker.replication.partition import IsrProposal
+from broker.replication.replica_manager import ReplicaIO, TopicPartition
+from broker.replication.replication_tracing import replica_lags
 from traces import events as te
 from traces.writer import TraceWriter
 from zk.client import ZkClient

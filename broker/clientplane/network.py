@@ -19,13 +19,13 @@ from kio.static.protocol import ResponsePayload
 
 from broker.config import Listener
 from broker.log.file_records import FileRegion
-from broker.protocol.api_versions import handle_api_versions
-from broker.protocol.codec import decode_request, encode_response
-from broker.protocol.errors import ProtocolError, UnsupportedVersion
-from broker.protocol.framing import FrameDecoder, frame_response
-from broker.protocol.messages import Request
-from broker.protocol.versions import ApiKey
-from broker.protocol.zero_copy import Part, ZeroCopyResponse, encode_zero_copy, parts_size
+from broker.clientplane.protocol.api_versions import handle_api_versions
+from broker.clientplane.protocol.codec import decode_request, encode_response
+from broker.clientplane.protocol.errors import ProtocolError, UnsupportedVersion
+from broker.clientplane.protocol.framing import FrameDecoder, frame_response
+from broker.clientplane.protocol.messages import Request
+from broker.clientplane.protocol.versions import ApiKey
+from broker.clientplane.protocol.zero_copy import Part, ZeroCopyResponse, encode_zero_copy, parts_size
 
 log = logging.getLogger(__name__)
 

@@ -9,15 +9,15 @@ from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
-from broker.delayed_ops import ProducePartitionStatus
+from broker.replication.delayed_ops import ProducePartitionStatus
 from broker.group.manager import OFFSETS_TOPIC
-from broker.handlers.common import NO_THROTTLE, answer_once, millis, response_module
+from broker.clientplane.handlers.common import NO_THROTTLE, answer_once, millis, response_module
 from broker.log.record_batch import CURRENT_MAGIC, HEADER_SIZE, MalformedBatch, check_batch_at, parse_header
-from broker.network import CloseConnectionError, Delayed
-from broker.partition import Partition
-from broker.protocol.build import build
-from broker.protocol.messages import Request
-from broker.protocol.versions import ApiKey
+from broker.clientplane.network import CloseConnectionError, Delayed
+from broker.replication.partition import Partition
+from broker.clientplane.protocol.build import build
+from broker.clientplane.protocol.messages import Request
+from broker.clientplane.protocol.versions import ApiKey
 
 if TYPE_CHECKING:
     from broker.server import KafkaServer

@@ -15,8 +15,8 @@ import grpc
 from kio.schema.errors import ErrorCode
 
 from broker.log.errors import KafkaLogError
-from broker.partition import Partition
-from broker.truncation import TruncationRule, truncation_step
+from broker.replication.partition import Partition
+from broker.replication.truncation import TruncationRule, truncation_step
 from clusterplane import cluster_pb2 as pb
 from clusterplane.cluster_pb2_grpc import ReplicationStub
 from traces import events as te

@@ -12,13 +12,13 @@ from kio.schema.errors import ErrorCode
 from kio.static.protocol import ResponsePayload
 
 from broker.config import Listener
-from broker.handlers import admin, fetch, group, offsets, produce
+from broker.clientplane.handlers import admin, fetch, group, offsets, produce
 from broker.group.manager import OFFSETS_TOPIC
-from broker.handlers.common import response_module
-from broker.protocol.api_versions import handle_api_versions
-from broker.protocol.build import build
-from broker.protocol.messages import Request
-from broker.protocol.versions import ApiKey
+from broker.clientplane.handlers.common import response_module
+from broker.clientplane.protocol.api_versions import handle_api_versions
+from broker.clientplane.protocol.build import build
+from broker.clientplane.protocol.messages import Request
+from broker.clientplane.protocol.versions import ApiKey
 
 if TYPE_CHECKING:
     from broker.server import KafkaServer
