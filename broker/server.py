@@ -7,6 +7,7 @@ import asyncio
 import logging
 import signal
 import socket
+from collections.abc import Awaitable
 
 import grpc
 from kio.schema.errors import ErrorCode
@@ -350,11 +351,11 @@ class KafkaServer:
         if self.controller is not None and self.config.controlled_shutdown_enable:
             clean = await self.controlled_shutdown()
         if self.controller is not None:
-            await self.controller.stop()
-        await self.socket_server.stop()
+            await _bounded("stopping the controller", self.controller.stop())
+        await _bounded("closing client connections", self.socket_server.stop())
         # no control request may arrive once the logs and ZooKeeper are closed
         if self._grpc_server is not None:
-            await self._grpc_server.stop(grace=0.5)
+            await _bounded("stopping the cluster-plane server", self._grpc_server.stop(grace=0.5))
         for timer in self._timers:
             timer.close()
         self.group_manager.close()
@@ -362,13 +363,25 @@ class KafkaServer:
             self._isr_expiration.cancel()
         if self._trace_flusher is not None:
             self._trace_flusher.cancel()
-        await self.fetcher_manager.close()
-        await self.isr_manager.stop()
-        await self.log_service.shutdown()
-        await self.zk.close()
+        await _bounded("closing replica fetchers", self.fetcher_manager.close())
+        await _bounded("stopping the ISR change writer", self.isr_manager.stop())
+        await self.log_service.shutdown()  # never cut short: it flushes and writes the clean-shutdown marker
+        await _bounded("closing the ZooKeeper session", self.zk.close())
         self.replication_tracer.flush(everything=True)
         self.trace.emit(te.BrokerStopped, clean=clean)
         self.trace.close()
+
+
+SHUTDOWN_STEP_TIMEOUT_S = 5.0
+
+
+async def _bounded(step: str, work: Awaitable[object]) -> None:
+    """A shutdown step that talks to other processes may wait on a peer that is gone; a broker asked to stop
+    must still stop (and still flush its logs), so such a step is cut short and named in the log."""
+    try:
+        await asyncio.wait_for(work, SHUTDOWN_STEP_TIMEOUT_S)
+    except TimeoutError:
+        log.warning("shutdown: %s took more than %.0f s; going on without it", step, SHUTDOWN_STEP_TIMEOUT_S)
 
 
 async def run_broker(config: KafkaConfig) -> int:

@@ -26,12 +26,24 @@ def _key_values(items: list[str] | None, option: str) -> dict[str, str]:
     return result
 
 
+DATA_DIR_HELP = "the cluster's folder (default: $KAFKASIM_DATA_DIR or ./kafkasim-data)"
+
+
+class _CommandParser(argparse.ArgumentParser):
+    """A subcommand's parser: it accepts the global options too, as Kafka's tools take theirs anywhere.
+
+    Its copy defaults to SUPPRESS so that an option given before the subcommand is not reset by it."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.add_argument("--data-dir", type=Path, default=argparse.SUPPRESS, help=DATA_DIR_HELP)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kafkasim", description=(
         "A replicated, Kafka-compatible broker cluster coordinated by a real ZooKeeper."))
-    parser.add_argument("--data-dir", type=Path, default=None,
-                        help="the cluster's folder (default: $KAFKASIM_DATA_DIR or ./kafkasim-data)")
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser.add_argument("--data-dir", type=Path, default=None, help=DATA_DIR_HELP)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_CommandParser)
 
     zk = sub.add_parser("zookeeper", help="run a local ZooKeeper server in the foreground")
     zk.add_argument("--port", type=int, default=2181, help="client port (0: any free port)")

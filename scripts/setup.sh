@@ -12,7 +12,8 @@ if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" -eq 0 ]; then
     echo "installing from Debian: ${missing[*]}"
     apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null 2>&1 \
+      || { echo "error: apt-get install ${missing[*]} failed; run it by hand to see why" >&2; exit 1; }
   elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
     echo "installing from Debian (sudo): ${missing[*]}"
     sudo apt-get update -qq
@@ -28,6 +29,13 @@ python=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   "$python" -m venv .venv
 fi
-.venv/bin/python -m pip install -q --upgrade pip >/dev/null
-.venv/bin/python -m pip install -q -e ".[dev]"
+# pip's own output is shown only when it fails: a working install says one line
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+if ! { .venv/bin/python -m pip install -q --upgrade pip && .venv/bin/python -m pip install -q -e ".[dev]"; } \
+    >"$log" 2>&1; then
+  cat "$log" >&2
+  echo "error: installing kafkasim's Python packages into .venv failed (pip's output above)" >&2
+  exit 1
+fi
 echo "kafkasim is installed: .venv/bin/kafkasim (or 'source .venv/bin/activate' and then kafkasim)"

@@ -102,11 +102,15 @@ def test_leader_moves_to_the_next_isr_member_after_kill9(cluster):
         assert new_view.leader_epoch == old_view.leader_epoch + 1
     # every live broker was told: its own replicas' roles follow ZooKeeper
     for broker in after.brokers:
-        view = grpc_call(cluster, broker.broker_id,
-                         lambda ch: AdminStub(ch).DescribeBroker(pb.DescribeBrokerRequest(), timeout=5))
-        for replica in view.replicas:
-            zk_view = after.partition(replica.topic, replica.partition)
-            wait_until(lambda r=replica, z=zk_view: r.leader == z.leader, 1, "broker view to match")
+        def mismatches(broker_id: int = broker.broker_id) -> list[tuple[str, int, int, int]]:
+            # re-asked on every poll: the broker may apply the LeaderAndIsr just after ZooKeeper shows it
+            view = grpc_call(cluster, broker_id,
+                             lambda ch: AdminStub(ch).DescribeBroker(pb.DescribeBrokerRequest(), timeout=5))
+            assert view.replicas, f"broker {broker_id} reports no replicas"
+            return [(r.topic, r.partition, r.leader, after.partition(r.topic, r.partition).leader)
+                    for r in view.replicas if r.leader != after.partition(r.topic, r.partition).leader]
+
+        wait_until(lambda m=mismatches: not m(), 10, f"broker {broker.broker_id}'s view to match ZooKeeper")
 
 
 def test_a_paused_controller_is_fenced_and_resigns(cluster):

@@ -189,3 +189,16 @@ def test_status_and_kill_through_the_cli(cluster):
     assert stopped.returncode == 0 and f"SIGTERM to broker {controller}" in stopped.stdout
     wait_until(lambda: cluster.pid(controller) is None, 30, "the controller to shut down")
     assert kafkasim(cluster, "kill", "--leader-of", "nope/0").returncode == 2
+
+
+def test_the_data_dir_option_is_accepted_after_the_subcommand_too(cluster):
+    before = subprocess.run([sys.executable, "-m", "cluster.cli", "--data-dir", str(cluster.data_dir), "status",
+                             "--json"], capture_output=True, text=True, timeout=60)
+    after = subprocess.run([sys.executable, "-m", "cluster.cli", "status", "--json", "--data-dir",
+                            str(cluster.data_dir)], capture_output=True, text=True, timeout=60)
+    assert before.returncode == 0 and after.returncode == 0, (before.stderr, after.stderr)
+    ids = [{b["broker_id"] for b in json.loads(run.stdout)["brokers"]} for run in (before, after)]
+    assert ids == [{1, 2, 3}, {1, 2, 3}]
+    nested = subprocess.run([sys.executable, "-m", "cluster.cli", "topic", "describe", "--data-dir",
+                             str(cluster.data_dir)], capture_output=True, text=True, timeout=60)
+    assert nested.returncode == 0, nested.stderr
