@@ -7,6 +7,7 @@ import asyncio
 import logging
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import broker.__main__ as broker_entry
@@ -197,96 +198,153 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _dispatch(args: argparse.Namespace, data_dir: Path) -> int:
-    from cluster import commands
-
     if getattr(args, "docker", False):
         from cluster.docker_ops import run_docker_command
 
         return run_docker_command(args.command, args.project, data_dir / "docker", getattr(args, "broker_id", None),
                                   getattr(args, "controller", False), getattr(args, "leader_of", None),
                                   getattr(args, "signal", "KILL"), getattr(args, "out", None))
-    if args.command in ("pause", "unpause", "disconnect", "connect"):
-        raise ClusterError(f"kafkasim {args.command} acts on a docker-compose cluster: add --docker "
-                           "(for a local broker: kafkasim kill --signal STOP / CONT)")
+    handler = COMMANDS.get(args.command)
+    if handler is None:
+        raise ClusterError(f"unknown command {args.command!r}; `kafkasim --help` lists them")
+    return handler(args, data_dir)
 
-    if args.command == "broker":
-        return broker_entry.run(args.config, _key_values(args.override, "--override"), args.zookeeper)
-    if args.command == "zookeeper":
-        return commands.run_zookeeper(data_dir, args.port, args.tick_time)
-    if args.command == "up":
-        from cluster.lifecycle import up
 
-        up(data_dir, args.brokers, args.zookeeper, args.profile, _key_values(args.override, "--override"),
-           args.base_port, args.zookeeper_port, args.tick_time)
-        return 0
-    if args.command == "down":
-        from cluster.lifecycle import down
+def _docker_only(args: argparse.Namespace, _data_dir: Path) -> int:
+    raise ClusterError(f"kafkasim {args.command} acts on a docker-compose cluster: add --docker "
+                       "(for a local broker: kafkasim kill --signal STOP / CONT)")
 
-        down(data_dir)
-        return 0
-    if args.command == "start":
-        from cluster.lifecycle import start_broker
 
-        start_broker(data_dir, args.broker_id)
-        return 0
-    if args.command == "bench" and args.what == "client":
+def _broker(args: argparse.Namespace, _data_dir: Path) -> int:
+    return broker_entry.run(args.config, _key_values(args.override, "--override"), args.zookeeper)
+
+
+def _zookeeper(args: argparse.Namespace, data_dir: Path) -> int:
+    from cluster import commands
+
+    return commands.run_zookeeper(data_dir, args.port, args.tick_time)
+
+
+def _up(args: argparse.Namespace, data_dir: Path) -> int:
+    from cluster.lifecycle import up
+
+    up(data_dir, args.brokers, args.zookeeper, args.profile, _key_values(args.override, "--override"),
+       args.base_port, args.zookeeper_port, args.tick_time)
+    return 0
+
+
+def _down(_args: argparse.Namespace, data_dir: Path) -> int:
+    from cluster.lifecycle import down
+
+    down(data_dir)
+    return 0
+
+
+def _start(args: argparse.Namespace, data_dir: Path) -> int:
+    from cluster.lifecycle import start_broker
+
+    start_broker(data_dir, args.broker_id)
+    return 0
+
+
+def _bench(args: argparse.Namespace, _data_dir: Path) -> int:
+    if args.what == "client":
         from cluster.bench_client import ClientBenchSettings, run_client_bench
 
         settings = ClientBenchSettings(size_mib=args.size_mib, **_given_bench_options(args))
         return run_client_bench(settings, as_json=args.json, strict=args.strict)
-    if args.command == "bench" and args.what == "replication":
+    if args.what == "replication":
         from cluster.bench_replication import ReplicationBenchSettings, run_replication_bench
 
         settings = ReplicationBenchSettings(catchup_mib=args.catchup_mib, timer_ops=args.timer_ops,
                                             throughput_rounds=args.rounds,
                                             **_given_bench_options(args))
         return run_replication_bench(settings, as_json=args.json, strict=args.strict)
-    if args.command == "bench" and args.what == "groups":
+    if args.what == "groups":
         from cluster.bench_groups import run_groups_bench
 
         return run_groups_bench(args.rounds)
-    if args.command == "bench":
-        from cluster.bench import run_foundation_bench
+    from cluster.bench import run_foundation_bench
 
-        return run_foundation_bench(args.rounds)
-    if args.command == "analyze":
-        from analysis.analyze import run_analyze
-        from analysis.load import RunDirectoryError
+    return run_foundation_bench(args.rounds)
 
-        if not args.run_dir.is_dir():
-            raise ClusterError(f"{args.run_dir} is not a folder; run `kafkasim traces collect --out DIR` first")
-        try:
-            summary, written = run_analyze(args.run_dir.resolve(), args.out, args.master, args.history)
-        except RunDirectoryError as exc:
-            raise ClusterError(str(exc)) from None
-        print(summary, end="")
-        print(f"wrote {len(written)} files into {written[0].parent}")
-        return 0
-    if args.command == "traces":
-        from cluster.traces_cmd import collect, default_out
 
-        print(collect([data_dir], args.out or default_out(data_dir)).summary())
-        return 0
+def _analyze(args: argparse.Namespace, _data_dir: Path) -> int:
+    from analysis.analyze import run_analyze
+    from analysis.load import RunDirectoryError
+
+    if not args.run_dir.is_dir():
+        raise ClusterError(f"{args.run_dir} is not a folder; run `kafkasim traces collect --out DIR` first")
+    try:
+        summary, written = run_analyze(args.run_dir.resolve(), args.out, args.master, args.history)
+    except RunDirectoryError as exc:
+        raise ClusterError(str(exc)) from None
+    print(summary, end="")
+    print(f"wrote {len(written)} files into {written[0].parent}")
+    return 0
+
+
+def _traces(args: argparse.Namespace, data_dir: Path) -> int:
+    from cluster.traces_cmd import collect, default_out
+
+    print(collect([data_dir], args.out or default_out(data_dir)).summary())
+    return 0
+
+
+def _groups(args: argparse.Namespace, data_dir: Path) -> int:
+    from cluster.groups import describe_group, list_groups
+
     spec = ClusterLayout(data_dir).load()
-    if args.command == "groups":
-        from cluster.groups import describe_group, list_groups
+    if args.groups_command == "describe":
+        return describe_group(spec.bootstrap_servers, args.group)
+    return list_groups(spec.bootstrap_servers)
 
-        if args.groups_command == "describe":
-            return describe_group(spec.bootstrap_servers, args.group)
-        return list_groups(spec.bootstrap_servers)
-    if args.command == "status":
-        return asyncio.run(commands.status(spec.zookeeper, args.json))
-    if args.command == "topic":
-        if args.topic_command == "create":
-            return asyncio.run(commands.topic_create(spec.zookeeper, args.name, args.partitions,
-                                                     args.replication_factor, _key_values(args.config, "--config")))
-        if args.topic_command == "describe":
-            return asyncio.run(commands.topic_describe(spec.zookeeper, args.name, args.json))
-        return asyncio.run(commands.topic_delete(spec.zookeeper, args.name))
-    if args.command == "kill":
-        return asyncio.run(commands.kill(data_dir, spec, args.broker_id, args.controller, args.leader_of,
-                                         SIGNALS[args.signal]))
-    raise ClusterError(f"unknown command {args.command}")
+
+def _status(args: argparse.Namespace, data_dir: Path) -> int:
+    from cluster import commands
+
+    return asyncio.run(commands.status(ClusterLayout(data_dir).load().zookeeper, args.json))
+
+
+def _topic(args: argparse.Namespace, data_dir: Path) -> int:
+    from cluster import commands
+
+    zookeeper = ClusterLayout(data_dir).load().zookeeper
+    if args.topic_command == "create":
+        return asyncio.run(commands.topic_create(zookeeper, args.name, args.partitions, args.replication_factor,
+                                                 _key_values(args.config, "--config")))
+    if args.topic_command == "describe":
+        return asyncio.run(commands.topic_describe(zookeeper, args.name, args.json))
+    return asyncio.run(commands.topic_delete(zookeeper, args.name))
+
+
+def _kill(args: argparse.Namespace, data_dir: Path) -> int:
+    from cluster import commands
+
+    spec = ClusterLayout(data_dir).load()
+    return asyncio.run(commands.kill(data_dir, spec, args.broker_id, args.controller, args.leader_of,
+                                     SIGNALS[args.signal]))
+
+
+# one entry per subcommand of _parser(); tests/cluster/test_cli.py checks that the two agree
+COMMANDS: dict[str, Callable[[argparse.Namespace, Path], int]] = {
+    "zookeeper": _zookeeper,
+    "broker": _broker,
+    "up": _up,
+    "down": _down,
+    "start": _start,
+    "status": _status,
+    "topic": _topic,
+    "kill": _kill,
+    "pause": _docker_only,
+    "unpause": _docker_only,
+    "disconnect": _docker_only,
+    "connect": _docker_only,
+    "groups": _groups,
+    "bench": _bench,
+    "traces": _traces,
+    "analyze": _analyze,
+}
 
 
 if __name__ == "__main__":

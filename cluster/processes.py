@@ -15,6 +15,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import psutil
+
 from zk.server import ZooKeeperServer, free_port, port_is_free
 
 DEFAULT_DATA_DIR = "kafkasim-data"
@@ -29,10 +31,10 @@ class ClusterError(RuntimeError):
 
 
 def _start_time(pid: int) -> str | None:
+    """When the process started, to tell it from a later process that got the same PID."""
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return fields[19]  # starttime, in clock ticks since boot
-    except (OSError, IndexError):
+        return f"{psutil.Process(pid).create_time():.2f}"
+    except psutil.Error:
         return None
 
 
@@ -50,11 +52,14 @@ class PidFile:
             pid = int(pid_text)
         except (OSError, ValueError):
             return None
-        current = _start_time(pid)
-        if current is None or (started and current != started):
+        try:
+            process = psutil.Process(pid)
+            if started and f"{process.create_time():.2f}" != started:
+                return None
+            if process.status() == psutil.STATUS_ZOMBIE:
+                return None  # it has exited; only its parent has not reaped it yet
+        except psutil.Error:
             return None
-        if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
-            return None  # a zombie has exited; only its parent has not reaped it yet
         return pid
 
     def clear(self) -> None:

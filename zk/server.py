@@ -25,7 +25,11 @@ class ZooKeeperSetupError(RuntimeError):
 
 
 def port_is_free(host: str, port: int) -> bool:
+    """Whether a listener could bind the port now. Every listener here (the brokers' two planes, ZooKeeper)
+    binds with SO_REUSEADDR, so the probe does too: connections a stopped process closed linger in TIME_WAIT on
+    its ports for a minute, and without the option they made `kafkasim down && kafkasim up` report the ports busy."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((host, port))
         except OSError:

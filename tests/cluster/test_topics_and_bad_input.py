@@ -13,7 +13,7 @@ import pytest
 from cluster.processes import write_properties
 from tests.cluster.test_controller import SESSION_S, make_topic
 from tests.harness import wait_until, zk_call
-from zk.server import free_port
+from zk.server import free_port, port_is_free
 
 pytestmark = [pytest.mark.processes, pytest.mark.slow]
 
@@ -202,3 +202,29 @@ def test_the_data_dir_option_is_accepted_after_the_subcommand_too(cluster):
     nested = subprocess.run([sys.executable, "-m", "cluster.cli", "topic", "describe", "--data-dir",
                              str(cluster.data_dir)], capture_output=True, text=True, timeout=60)
     assert nested.returncode == 0, nested.stderr
+
+
+def test_down_then_up_at_once_on_the_same_ports_works_every_time(tmp_path):
+    data_dir = tmp_path / "cycles"
+    base = next(p for p in (free_port() for _ in range(200))
+                if all(port_is_free("127.0.0.1", q) for q in (p, p + 1, p + 100, p + 101)) and p + 101 < 32768)
+    command = [sys.executable, "-m", "cluster.cli", "--data-dir", str(data_dir)]
+    try:
+        for cycle in range(3):
+            started = subprocess.run([*command, "up", "--brokers", "2", "--base-port", str(base), "--profile",
+                                      "classroom"], capture_output=True, text=True, timeout=120)
+            assert started.returncode == 0, f"cycle {cycle}: {started.stderr}"
+            assert f"127.0.0.1:{base}" in started.stdout
+            # replicated partitions give the brokers connections on both planes to close when they stop
+            made = subprocess.run([*command, "topic", "create", f"t{cycle}", "--partitions", "2",
+                                   "--replication-factor", "2"], capture_output=True, text=True, timeout=60)
+            assert made.returncode == 0, made.stderr
+            stopped = subprocess.run([*command, "down"], capture_output=True, text=True, timeout=120)
+            assert stopped.returncode == 0, stopped.stderr
+    finally:
+        for path in [*data_dir.glob("broker-*/broker.pid"), data_dir / "zookeeper/zookeeper.pid"]:
+            if path.exists():
+                try:
+                    os.killpg(int(path.read_text().split()[0]), signal.SIGKILL)
+                except (ProcessLookupError, ValueError):
+                    pass

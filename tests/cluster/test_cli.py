@@ -1,0 +1,49 @@
+"""The kafkasim command's parsing and dispatch (no cluster needed)."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cluster.cli import COMMANDS, _parser
+
+
+def subcommands(parser: argparse.ArgumentParser) -> set[str]:
+    [action] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return set(action.choices)
+
+
+def test_every_subcommand_has_exactly_one_handler_in_the_dispatch_table():
+    assert subcommands(_parser()) == set(COMMANDS)
+
+
+@pytest.mark.parametrize("argv", [
+    ["--data-dir", "/tmp/a", "status"],
+    ["status", "--data-dir", "/tmp/a"],
+    ["topic", "describe", "--data-dir", "/tmp/a"],
+    ["--data-dir", "/tmp/b", "kill", "1", "--data-dir", "/tmp/a"],
+])
+def test_the_data_dir_option_is_taken_before_or_after_the_subcommand(argv):
+    assert _parser().parse_args(argv).data_dir == Path("/tmp/a")
+
+
+def test_no_data_dir_leaves_the_default_to_the_environment():
+    assert _parser().parse_args(["status"]).data_dir is None
+
+
+def test_an_unknown_command_is_refused_with_the_list_of_commands(tmp_path):
+    run = subprocess.run([sys.executable, "-m", "cluster.cli", "--data-dir", str(tmp_path), "shutdown"],
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2
+    assert "invalid choice: 'shutdown'" in run.stderr and "status" in run.stderr
+
+
+def test_a_command_for_a_missing_cluster_says_how_to_start_one(tmp_path):
+    run = subprocess.run([sys.executable, "-m", "cluster.cli", "status", "--data-dir", str(tmp_path / "none")],
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2
+    assert f"no cluster in {tmp_path / 'none'}" in run.stderr and "kafkasim up" in run.stderr
