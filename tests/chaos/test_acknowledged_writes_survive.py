@@ -27,6 +27,8 @@ TOPIC = "ledger"
 PARTITIONS = 3
 ITERATIONS = int(os.environ.get("KAFKASIM_CHAOS_ITERATIONS", "20"))
 SETTLE_S = 90
+RESUMED_ACKS = 50  # after each round of faults, at least this many new acknowledgements ...
+RESUME_S = 60  # ... within this long, once every broker is back
 
 
 class AckingProducer:
@@ -140,10 +142,16 @@ def test_no_acknowledged_write_is_lost_while_leaders_are_killed_restarted_and_pa
     producer.start()
     try:
         wait_until(lambda: len(producer.acked) >= 100, 30, "the producer to get going")
-        for _ in range(ITERATIONS):
+        for iteration in range(ITERATIONS):
             kill_leader_and_restart(cluster, rng)
             kill_leader_and_restart(cluster, rng)
             pause_one(cluster, rng)
+            # liveness: with every broker back, writes must be acknowledged again; a cluster that stops taking
+            # writes loses nothing, and must fail this test all the same
+            before = len(producer.acked)
+            wait_until(lambda b=before: len(producer.acked) >= b + RESUMED_ACKS, RESUME_S,
+                       f"{RESUMED_ACKS} new acknowledgements after the faults of iteration {iteration} "
+                       f"({before} so far, {len(producer.failed)} failed)")
     finally:
         producer.stop()
         history.close()
