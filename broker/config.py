@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import socket
 import sys
+from typing import Any
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -106,7 +107,6 @@ class KafkaConfig(BaseModel):
     auto_create_topics_enable: bool = Field(True, alias="auto.create.topics.enable")
     num_partitions: int = Field(1, alias="num.partitions", ge=1)
     default_replication_factor: int = Field(1, alias="default.replication.factor", ge=1)
-    min_insync_replicas: int = Field(1, alias="min.insync.replicas", ge=1)
     replica_lag_time_max_ms: int = Field(30000, alias="replica.lag.time.max.ms", gt=0)
     controller_socket_timeout_ms: int = Field(30000, alias="controller.socket.timeout.ms", gt=0)
     replica_fetch_wait_max_ms: int = Field(500, alias="replica.fetch.wait.max.ms", ge=0)
@@ -202,6 +202,14 @@ class KafkaConfig(BaseModel):
     @property
     def trace_path(self) -> Path:
         return Path(self.trace_file) if self.trace_file else self.all_log_dirs[0] / "kafkasim-trace.jsonl"
+
+    @property
+    def log_properties(self) -> dict[str, Any]:
+        """The broker-level topic defaults (log.*, message.max.bytes, min.insync.replicas, ...), as given.
+
+        They are declared once, in `broker.log.config.LogConfig` (Kafka's LogConfig, which also holds the topic-level
+        min.insync.replicas), and validated there when the broker's configuration is built."""
+        return dict(self.model_extra or {})
 
     @property
     def unknown_properties(self) -> list[str]:

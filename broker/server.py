@@ -81,8 +81,7 @@ class KafkaServer:
             self.replica_manager,
             known_in_metadata=lambda tp: tp in self.metadata_cache.partitions,
             min_insync_replicas=lambda partition: partition.log.config.min_insync_replicas)
-        log_properties = {**(config.model_extra or {}), "min.insync.replicas": str(config.min_insync_replicas)}
-        self.log_service = LogService(log_properties, config.all_log_dirs, self.zk,
+        self.log_service = LogService(config.log_properties, config.all_log_dirs, self.zk,
                                       high_watermarks=self._high_watermarks_to_checkpoint,
                                       intervals=MaintenanceIntervals(
                                           config.replica_high_watermark_checkpoint_interval_ms / 1000,

@@ -54,3 +54,19 @@ def test_bad_config_names_the_property(props, message):
 def test_unknown_properties_are_warned_about_like_kafka():
     config = KafkaConfig.from_properties({**BASE, "replica.lag.tme.max.ms": "1"})
     assert "replica.lag.tme.max.ms was supplied but isn't a known config" in config.describe()
+
+
+def test_min_insync_replicas_has_one_source_the_topic_defaults_that_topics_override():
+    from broker.log.config import LogConfig
+
+    config = KafkaConfig.from_properties({**BASE, "min.insync.replicas": "2"})
+    defaults = LogConfig.from_broker_properties(config.log_properties)
+    assert defaults.min_insync_replicas == 2
+    assert defaults.with_overrides({"min.insync.replicas": "3"}).min_insync_replicas == 3
+    assert not hasattr(config, "min_insync_replicas")  # read from the log config of the partition, never here
+    assert "min.insync.replicas" not in config.describe()  # a known setting: no "isn't a known config" warning
+
+
+def test_a_min_insync_replicas_below_one_fails_at_start_naming_it():
+    with pytest.raises(ConfigError, match="min.insync.replicas"):
+        KafkaConfig.from_properties({**BASE, "min.insync.replicas": "0"})
