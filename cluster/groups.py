@@ -9,6 +9,9 @@ import sys
 
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
 
 from cluster.processes import ClusterError
 
@@ -22,10 +25,18 @@ def _admin(bootstrap: str) -> AdminClient:
     return AdminClient({"bootstrap.servers": bootstrap})
 
 
-def _table(header: list[str], rows: list[list[object]]) -> str:
-    cells = [header, *[[str(c) for c in row] for row in rows]]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells)
+def _table(header: list[str], rows: list[list[object]]) -> Table:
+    # plain columns, like kafka-consumer-groups.sh: easy to read and to grep or cut
+    table = Table(*header, box=None, pad_edge=False, header_style="bold")
+    for row in rows:
+        table.add_row(*(Text(str(cell)) for cell in row))  # names are data, never rich markup
+    return table
+
+
+def _print(renderable: object) -> None:
+    # piped output is never wrapped: a member id cut in two is worse than a long line
+    console = Console() if sys.stdout.isatty() else Console(width=100_000)
+    console.print(renderable)
 
 
 def list_groups(bootstrap: str) -> int:
@@ -52,7 +63,7 @@ def list_groups(bootstrap: str) -> int:
             state, members, protocol, coordinator = f"? ({exc.args[0].name()})", "-", "-", "-"
         rows.append([g.group_id, state, members, protocol, coordinator,
                      "simple" if g.is_simple_consumer_group else "consumer"])
-    print(_table(["GROUP", "STATE", "MEMBERS", "PROTOCOL", "COORDINATOR", "TYPE"], rows))
+    _print(_table(["GROUP", "STATE", "MEMBERS", "PROTOCOL", "COORDINATOR", "TYPE"], rows))
     return 0
 
 
@@ -86,7 +97,7 @@ def describe_group(bootstrap: str, group: str) -> int:
           f"{len(description.members)} members")
     if description.members:
         print()
-        print(_table(["MEMBER", "CLIENT", "HOST", "PARTITIONS"], [
+        _print(_table(["MEMBER", "CLIENT", "HOST", "PARTITIONS"], [
             [m.member_id, m.client_id, m.host or "-",
              ", ".join(f"{tp.topic}-{tp.partition}" for tp in (m.assignment.topic_partitions if m.assignment
                                                                 else [])) or "-"]
@@ -98,6 +109,6 @@ def describe_group(bootstrap: str, group: str) -> int:
         lag = end - committed_offset if committed_offset is not None and end is not None else "-"
         rows.append([tp[0], tp[1], committed_offset if committed_offset is not None else "-",
                      end if end is not None else "-", lag, owners.get(tp, "-")])
-    print(_table(["TOPIC", "PARTITION", "COMMITTED", "HIGH-WATERMARK", "LAG", "OWNER"], rows) if rows
-          else "no committed offsets and no assigned partitions")
+    _print(_table(["TOPIC", "PARTITION", "COMMITTED", "HIGH-WATERMARK", "LAG", "OWNER"], rows) if rows
+           else "no committed offsets and no assigned partitions")
     return 0
