@@ -8,6 +8,7 @@ import logging
 import signal
 import sys
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import broker.__main__ as broker_entry
@@ -276,7 +277,8 @@ def _analyze(args: argparse.Namespace, _data_dir: Path) -> int:
     if not args.run_dir.is_dir():
         raise ClusterError(f"{args.run_dir} is not a folder; run `kafkasim traces collect --out DIR` first")
     try:
-        summary, written = run_analyze(args.run_dir.resolve(), args.out, args.master, args.history)
+        with _working(f"analysing {args.run_dir} with PySpark"):
+            summary, written = run_analyze(args.run_dir.resolve(), args.out, args.master, args.history)
     except RunDirectoryError as exc:
         raise ClusterError(str(exc)) from None
     print(summary, end="")
@@ -287,8 +289,17 @@ def _analyze(args: argparse.Namespace, _data_dir: Path) -> int:
 def _traces(args: argparse.Namespace, data_dir: Path) -> int:
     from cluster.traces_cmd import collect, default_out
 
-    print(collect([data_dir], args.out or default_out(data_dir)).summary())
+    with _working(f"collecting traces and final logs of {data_dir}"):
+        collected = collect([data_dir], args.out or default_out(data_dir))
+    print(collected.summary())
     return 0
+
+
+def _working(what: str) -> AbstractContextManager:
+    """A spinner on stderr while long work runs (shown on a terminal only; stdout stays the command's output)."""
+    from rich.console import Console
+
+    return Console(stderr=True).status(f"{what}...")
 
 
 def _groups(args: argparse.Namespace, data_dir: Path) -> int:

@@ -68,5 +68,5 @@ def test_min_insync_replicas_has_one_source_the_topic_defaults_that_topics_overr
 
 
 def test_a_min_insync_replicas_below_one_fails_at_start_naming_it():
-    with pytest.raises(ConfigError, match="min.insync.replicas"):
+    with pytest.raises(ConfigError, match=r"min\.insync\.replicas"):
         KafkaConfig.from_properties({**BASE, "min.insync.replicas": "0"})
