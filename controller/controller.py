@@ -18,18 +18,15 @@ from kio.schema.errors import ErrorCode
 from controller import events as ev
 from controller.channel import ControllerChannelManager, ControlRequestBatch
 from controller.context import ControllerContext, PartitionLeadership, TopicPartition
-from controller.election import (
-    Election,
-    controlled_shutdown_election,
-    offline_partition_election,
-    remove_replica_from_isr,
-)
-from controller.zk_writes import ControllerMovedError, FencedZkWriter
+from controller import partition_state_machine as psm
+from controller import replica_state_machine as rsm
+from controller.state_change import ControllerMovedError, PartitionStateWrite, StateChanges
+from controller.topic_deletion import decide_topic_deletion
+from controller.zk_writes import MAX_IN_FLIGHT, FencedZkWriter
 from traces import events as te
 from traces.writer import TraceWriter
 from zk.client import CreateOp, MultiOpError, SetDataOp, ZkClient
 from zk.znodes import (
-    NO_LEADER,
     BrokerIdsZNode,
     BrokerIdZNode,
     BrokerTopicsZNode,
@@ -38,7 +35,6 @@ from zk.znodes import (
     DeleteTopicsTopicZNode,
     DeleteTopicsZNode,
     IsrChangeNotificationZNode,
-    LeaderIsrAndControllerEpoch,
     TopicConfigZNode,
     TopicPartitionStateZNode,
     TopicZNode,
@@ -254,14 +250,10 @@ class KafkaController:
         # Brokers learn the live broker set before any leadership (Kafka's failover order).
         batch.add_update_metadata(ctx.live_brokers, [])
         batch.send()
-        for tp in ctx.all_partitions():
-            lead = ctx.leadership.get(tp)
-            if lead is not None and lead.state.leader in ctx.live:
-                batch.add_leader_and_isr([r for r in ctx.replicas(tp) if r in ctx.live], tp)
+        self._queue_requests(batch, rsm.to_online(ctx, ctx.live))
         await self._trigger_online_partitions(batch)
-        dead_in_isr = {r for tp, lead in ctx.leadership.items() for r in lead.state.isr if r not in ctx.live_brokers}
-        for replica in sorted(dead_in_isr):
-            await self._remove_replica_from_isr(batch, replica)
+        for replica in rsm.replicas_in_dead_isr(ctx):
+            await self._offline_replica(batch, replica)
         batch.add_update_metadata(ctx.live_brokers, ctx.all_partitions())
         batch.send()
         await self._on_topic_deletion()
@@ -322,107 +314,66 @@ class KafkaController:
         ctx.leadership[tp] = lead
         return lead
 
-    # --- partition state machine ------------------------------------------------------------------------
+    # --- performing state-machine steps -----------------------------------------------------------------
+
+    async def _refresh_partitions(self, partitions: list[TopicPartition]) -> None:
+        """Re-reads the state znodes (pipelined), as Kafka does before every election: a leader may have
+        changed the ISR since we last looked."""
+        ctx = self._ctx()
+        limit = asyncio.Semaphore(MAX_IN_FLIGHT)
+
+        async def one(tp: TopicPartition) -> None:
+            async with limit:
+                await self._refresh_leadership(ctx, tp)
+
+        await asyncio.gather(*(one(tp) for tp in partitions))
+
+    async def _perform(self, batch: ControlRequestBatch, step: Callable[[list[TopicPartition]], StateChanges],
+                       partitions: list[TopicPartition]) -> StateChanges:
+        """Runs one state-machine step over ``partitions``: re-read, decide, write, queue the requests.
+        A partition whose write lost a race is re-read and decided again until it is written or needs
+        no write (Kafka's retry of updateLeaderAndIsr)."""
+        ctx = self._ctx()
+        await self._refresh_partitions(partitions)
+        changes = step(partitions)
+        self._queue_requests(batch, changes)
+        writes = changes.writes
+        while writes:
+            results = await self._writer_().write_partition_states(writes)
+            for write in writes:
+                version = results.written.get(write.tp)
+                if version is None:
+                    continue
+                ctx.leadership[write.tp] = PartitionLeadership(write.state, version)
+                self._trace_election(write, version)
+                batch.add_leader_and_isr(write.leader_and_isr_to, write.tp, is_new=write.is_new)
+            if not results.retry:
+                break
+            await self._refresh_partitions(results.retry)
+            writes = step(results.retry).writes
+        return changes
+
+    @staticmethod
+    def _queue_requests(batch: ControlRequestBatch, changes: StateChanges) -> None:
+        """Queues the requests that need no write first (a write's own LeaderAndIsr waits for it)."""
+        for entry in changes.leader_and_isr:
+            batch.add_leader_and_isr(entry.brokers, entry.tp, is_new=entry.is_new)
+        for stop in changes.stop_replicas:
+            batch.add_stop_replica(stop.broker, stop.tp, delete=stop.delete, leader_epoch=stop.leader_epoch)
+
+    def _trace_election(self, write: PartitionStateWrite, zk_version: int) -> None:
+        state, tp = write.state, write.tp
+        self.trace.emit(te.LeaderElected, topic=tp[0], partition=tp[1], leader=state.leader,
+                        leader_epoch=state.leader_epoch, isr=list(state.isr), previous_leader=write.previous_leader,
+                        zk_version=zk_version, election=write.election, replicas=list(self._ctx().replicas(tp)))
 
     async def _trigger_online_partitions(self, batch: ControlRequestBatch) -> None:
         ctx = self._ctx()
-        new = [tp for tp in ctx.offline_partitions() if tp not in ctx.leadership]
-        offline = [tp for tp in ctx.offline_partitions() if tp in ctx.leadership]
-        for tp in new:
-            await self._initialize_partition(batch, tp)
-        for tp in offline:
-            await self._elect_leader(batch, tp, "offline")
+        await self._perform(batch, lambda tps: psm.to_online(ctx, tps, self.unclean_default), ctx.offline_partitions())
 
-    async def _initialize_partition(self, batch: ControlRequestBatch, tp: TopicPartition) -> None:
-        """NewPartition -> OnlinePartition: leader = first live replica, ISR = live replicas, epoch 0."""
+    async def _offline_replica(self, batch: ControlRequestBatch, replica: int) -> None:
         ctx = self._ctx()
-        live_replicas = [r for r in ctx.replicas(tp) if r in ctx.live]
-        if not live_replicas:
-            log.warning("partition %s-%d has no live replica; it stays new until one starts", *tp)
-            return
-        state = LeaderIsrAndControllerEpoch(leader=live_replicas[0], leader_epoch=0, isr=live_replicas,
-                                            controller_epoch=ctx.epoch)
-        try:
-            version = await self._writer_().create_partition_state(tp[0], tp[1], state)
-        except NodeExistsError:
-            # created meanwhile (an earlier controller's work that we did not see): elect on top of it
-            if await self._refresh_leadership(ctx, tp) is not None:
-                await self._elect_leader(batch, tp, "offline")
-            return
-        ctx.leadership[tp] = PartitionLeadership(state, version)
-        self._trace_election(tp, state, version, NO_LEADER, "initial")
-        batch.add_leader_and_isr(live_replicas, tp, is_new=True)
-
-    def _unclean_allowed(self, topic: str) -> bool:
-        value = self._ctx().topic_configs.get(topic, {}).get("unclean.leader.election.enable")
-        return self.unclean_default if value is None else value.strip().lower() == "true"
-
-    async def _elect_leader(self, batch: ControlRequestBatch, tp: TopicPartition, kind: str) -> None:
-        """Online/Offline -> Online, by compare-and-set on the state znode, retried on BADVERSION."""
-        ctx = self._ctx()
-        while True:
-            lead = await self._refresh_leadership(ctx, tp)
-            if lead is None:
-                return
-            state = lead.state
-            if state.controller_epoch > ctx.epoch:
-                raise ControllerMovedError(f"{tp} was decided by controller epoch {state.controller_epoch}")
-            replicas = ctx.replicas(tp)
-            if kind == "controlled_shutdown":
-                election = controlled_shutdown_election(replicas, state.isr, ctx.live_or_shutting_down,
-                                                        ctx.shutting_down)
-            else:
-                election = offline_partition_election(replicas, state.isr, ctx.live, self._unclean_allowed(tp[0]))
-            if election.leader == NO_LEADER and state.leader == NO_LEADER and kind != "controlled_shutdown":
-                return  # still offline: nothing to write
-            if self._unchanged(state, election):
-                return
-            new_state = state.with_changes(leader=election.leader, isr=election.isr,
-                                           leader_epoch=state.leader_epoch + 1, controller_epoch=ctx.epoch)
-            try:
-                version = await self._writer_().set_partition_state(tp[0], tp[1], new_state, lead.zk_version)
-            except BadVersionError:
-                continue
-            ctx.leadership[tp] = PartitionLeadership(new_state, version)
-            self._trace_election(tp, new_state, version, state.leader,
-                                 "unclean" if election.unclean else kind)
-            batch.add_leader_and_isr([r for r in replicas if r in ctx.live_or_shutting_down], tp)
-            return
-
-    @staticmethod
-    def _unchanged(state: LeaderIsrAndControllerEpoch, election: Election) -> bool:
-        return state.leader == election.leader and state.isr == election.isr
-
-    def _trace_election(self, tp: TopicPartition, state: LeaderIsrAndControllerEpoch, zk_version: int,
-                        previous_leader: int, kind: str) -> None:
-        self.trace.emit(te.LeaderElected, topic=tp[0], partition=tp[1], leader=state.leader,
-                        leader_epoch=state.leader_epoch, isr=list(state.isr), previous_leader=previous_leader,
-                        zk_version=zk_version, election=kind, replicas=list(self._ctx().replicas(tp)))
-
-    async def _remove_replica_from_isr(self, batch: ControlRequestBatch, replica: int,
-                                       only: list[TopicPartition] | None = None) -> None:
-        """OfflineReplica: take ``replica`` out of every ISR it is in (leader epoch + 1)."""
-        ctx = self._ctx()
-        for tp in only if only is not None else ctx.all_partitions():
-            while True:
-                lead = await self._refresh_leadership(ctx, tp)
-                if lead is None or replica not in lead.state.isr:
-                    break
-                state = lead.state
-                if state.controller_epoch > ctx.epoch:
-                    raise ControllerMovedError(f"{tp} was decided by controller epoch {state.controller_epoch}")
-                leader, isr = remove_replica_from_isr(state.leader, state.isr, replica)
-                new_state = state.with_changes(leader=leader, isr=isr, leader_epoch=state.leader_epoch + 1,
-                                               controller_epoch=ctx.epoch)
-                try:
-                    version = await self._writer_().set_partition_state(tp[0], tp[1], new_state, lead.zk_version)
-                except BadVersionError:
-                    continue
-                ctx.leadership[tp] = PartitionLeadership(new_state, version)
-                self._trace_election(tp, new_state, version, state.leader, "isr_removal")
-                batch.add_leader_and_isr([r for r in ctx.replicas(tp) if r in ctx.live_or_shutting_down
-                                          and r != replica], tp)
-                break
+        await self._perform(batch, lambda tps: rsm.to_offline(ctx, replica, tps), ctx.all_partitions())
 
     # --- broker membership ------------------------------------------------------------------------------
 
@@ -474,11 +425,7 @@ class KafkaController:
         batch.add_update_metadata(set(ctx.live_brokers) - set(started), [])
         batch.add_update_metadata(started, [tp for tp, lead in ctx.leadership.items() if lead.state.leader >= 0])
         batch.send()
-        for tp in ctx.all_partitions():
-            lead = ctx.leadership.get(tp)
-            on_started = [b for b in ctx.replicas(tp) if b in started]
-            if lead is not None and on_started and lead.state.leader in ctx.live:
-                batch.add_leader_and_isr(on_started, tp)
+        self._queue_requests(batch, rsm.to_online(ctx, started))
         await self._trigger_online_partitions(batch)
         batch.send()
         if ctx.topics_to_delete:
@@ -490,11 +437,10 @@ class KafkaController:
             ctx.shutting_down.discard(b)
             self._channel_().remove_broker(b)
         batch = self._batch()
-        for tp in ctx.partitions_led_by(set(dead)):
-            if tp[0] not in ctx.topics_to_delete:
-                await self._elect_leader(batch, tp, "offline")
+        led = [tp for tp in ctx.partitions_led_by(set(dead)) if tp[0] not in ctx.topics_to_delete]
+        await self._perform(batch, lambda tps: psm.elect(ctx, tps, psm.OFFLINE, self.unclean_default), led)
         for b in dead:
-            await self._remove_replica_from_isr(batch, b)
+            await self._offline_replica(batch, b)
         batch.add_update_metadata(ctx.live_brokers, [])
         batch.send()
 
@@ -514,18 +460,12 @@ class KafkaController:
         broker = event.broker_id
         ctx.shutting_down.add(broker)
         batch = self._batch()
-        replicated = [tp for tp in ctx.partitions_on_broker(broker) if len(ctx.replicas(tp)) > 1
-                      and tp[0] not in ctx.topics_to_delete and tp in ctx.leadership
-                      and ctx.leadership[tp].state.leader != NO_LEADER]
-        for tp in replicated:
-            if ctx.leadership[tp].state.leader == broker:
-                await self._elect_leader(batch, tp, "controlled_shutdown")
-        followed = [tp for tp in replicated if ctx.leadership[tp].state.leader != broker]
-        for tp in followed:
-            batch.add_stop_replica(broker, tp, delete=False, leader_epoch=ctx.leadership[tp].state.leader_epoch)
-        await self._remove_replica_from_isr(batch, broker, only=followed)
+        replicated = psm.partitions_to_move_for_shutdown(ctx, broker)
+        await self._perform(batch, lambda tps: psm.elect(ctx, tps, psm.CONTROLLED_SHUTDOWN),
+                            rsm.still_led_by(ctx, broker, replicated))
+        await self._perform(batch, lambda tps: rsm.shutdown_followers(ctx, broker, tps), replicated)
         batch.send()
-        remaining = [tp for tp in replicated if ctx.leadership[tp].state.leader == broker]
+        remaining = rsm.still_led_by(ctx, broker, replicated)
         self.trace.emit(te.ControlledShutdownStep, phase="handled", remaining_partitions=len(remaining),
                         detail=f"for broker {broker}")
         event.reply.set_result((ErrorCode.none.value, remaining))
@@ -537,42 +477,33 @@ class KafkaController:
         topics = set(await self.zk.get_children(BrokerTopicsZNode.path, watch=self._topics_watch))
         for gone in set(ctx.assignments) - topics:
             ctx.remove_topic(gone)
-        batch = self._batch()
+        created: list[TopicPartition] = []
         for topic in sorted(topics - set(ctx.assignments)):
             if not await self._load_topic(ctx, topic):
                 continue
             self.trace.emit(te.TopicCreated, topic=topic, assignment=ctx.assignments[topic])
-            for partition in sorted(ctx.assignments[topic]):
-                tp = (topic, partition)
-                if tp in ctx.leadership:
-                    await self._elect_leader(batch, tp, "offline")
-                else:
-                    await self._initialize_partition(batch, tp)
+            created += [(topic, p) for p in sorted(ctx.assignments[topic])]
+        batch = self._batch()
+        await self._perform(batch, lambda tps: psm.to_online(ctx, tps, self.unclean_default), created)
         batch.send()
 
     async def _on_topic_deletion(self) -> None:
         ctx = self._ctx()
         requested = await self.zk.get_children(DeleteTopicsZNode.path, watch=self._delete_topics_watch)
         writer = self._writer_()
-        unknown = [t for t in requested if t not in ctx.assignments]
-        if not self.delete_topic_enable:
+        decision = decide_topic_deletion(ctx, requested, self.delete_topic_enable)
+        if requested and not self.delete_topic_enable:
             log.warning("delete.topic.enable is false: ignoring deletion of %s", ", ".join(requested))
-            unknown = list(requested)
-        if unknown:
-            await writer.delete_paths([DeleteTopicsTopicZNode.path(t) for t in unknown])
-        ctx.topics_to_delete = {t for t in requested if t in ctx.assignments} if self.delete_topic_enable else set()
+        if decision.unknown:
+            await writer.delete_paths([DeleteTopicsTopicZNode.path(t) for t in decision.unknown])
+        ctx.topics_to_delete = decision.to_delete
+        for topic, missing in decision.waiting.items():
+            log.info("deletion of %s waits for replicas on brokers %s", topic, missing)
         batch = self._batch()
-        for topic in sorted(ctx.topics_to_delete):
+        for topic in decision.ready:
             partitions = [(topic, p) for p in sorted(ctx.assignments[topic])]
-            replicas = {r for tp in partitions for r in ctx.replicas(tp)}
-            if not replicas <= set(ctx.live_brokers):
-                log.info("deletion of %s waits for replicas on brokers %s", topic,
-                         sorted(replicas - set(ctx.live_brokers)))
-                continue
             batch.add_update_metadata(ctx.live_brokers, partitions, deleting=True)
-            for tp in partitions:
-                for replica in ctx.replicas(tp):
-                    batch.add_stop_replica(replica, tp, delete=True, leader_epoch=-2)
+            self._queue_requests(batch, rsm.deletion_started(ctx, topic))
             await writer.delete_paths([TopicZNode.path(topic), TopicConfigZNode.path(topic),
                                        DeleteTopicsTopicZNode.path(topic)])
             ctx.remove_topic(topic)

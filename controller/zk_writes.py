@@ -6,8 +6,13 @@ has been elected since, the whole write fails and this controller learns it was 
 
 from __future__ import annotations
 
+import asyncio
+from dataclasses import dataclass, field
+
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
+from controller.context import TopicPartition
+from controller.state_change import ControllerMovedError, PartitionStateWrite
 from zk.client import CheckOp, CreateOp, DeleteOp, MultiOpError, Op, SetDataOp, ZkClient, ZnodeStat
 from zk.znodes import (
     ControllerEpochZNode,
@@ -18,8 +23,14 @@ from zk.znodes import (
 )
 
 
-class ControllerMovedError(Exception):
-    """A fenced write failed its /controller_epoch check: a newer controller exists."""
+# Kafka's zookeeper.max.in.flight.requests: state writes are pipelined, this many at a time
+MAX_IN_FLIGHT = 10
+
+
+@dataclass
+class WriteResults:
+    written: dict[TopicPartition, int] = field(default_factory=dict)  # partition -> new zkVersion
+    retry: list[TopicPartition] = field(default_factory=list)         # someone wrote first: re-read, decide again
 
 
 class FencedZkWriter:
@@ -53,6 +64,33 @@ class FencedZkWriter:
         ops.append(CreateOp(TopicPartitionStateZNode.path(topic, partition), TopicPartitionStateZNode.encode(state)))
         await self.multi(ops)
         return 0
+
+    async def write_partition_states(self, writes: list[PartitionStateWrite]) -> WriteResults:
+        """Performs one state-machine step's writes, pipelined (each its own fenced multi-op, as Kafka's
+        controller sends them). A write refused because the znode moved on (BADVERSION) or already
+        exists is reported for retry; a deposed controller raises ControllerMovedError."""
+        results = WriteResults()
+        limit = asyncio.Semaphore(MAX_IN_FLIGHT)
+
+        async def one(write: PartitionStateWrite) -> None:
+            async with limit:
+                try:
+                    if write.expected_zk_version is None:
+                        version = await self.create_partition_state(write.tp[0], write.tp[1], write.state)
+                    else:
+                        version = await self.set_partition_state(write.tp[0], write.tp[1], write.state,
+                                                                 write.expected_zk_version)
+                except (BadVersionError, NodeExistsError):
+                    results.retry.append(write.tp)
+                    return
+                results.written[write.tp] = version
+
+        outcomes = await asyncio.gather(*(one(w) for w in writes), return_exceptions=True)
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                raise outcome
+        results.retry.sort()
+        return results
 
     async def delete_paths(self, paths: list[str]) -> None:
         """Deletes what exists of ``paths`` (children before parents) in one fenced multi-op."""
