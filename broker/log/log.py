@@ -6,7 +6,7 @@ import logging
 import re
 import shutil
 from bisect import bisect_right
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -350,6 +350,14 @@ class Log:
     def maybe_assign_epoch_start_offset(self, leader_epoch: int, start_offset: int) -> None:
         """Becoming leader: the new epoch starts at the LEO (Kafka's makeLeader)."""
         self.leader_epoch_cache.assign(leader_epoch, start_offset)
+
+    def end_offset_for_epoch(self, leader_epoch: int) -> tuple[int, int]:
+        return self.leader_epoch_cache.end_offset_for(leader_epoch)
+
+    def batch_headers(self) -> Iterator[BatchHeader]:
+        for segment in self.segments:
+            for _, header in scan_batch_headers(segment.fd, 0, segment.size):
+                yield header
 
     # ----------------------------------------------------------------------------------------- roll
 

@@ -13,10 +13,9 @@ from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
 
-from broker.log.file_records import FileRegion, scan_batch_headers
-from broker.log.log import Log, LogAppendInfo
 from broker.log.record_batch import BatchHeader, parse_header
 from broker.replication.producer_state import Decision, ProducerStateManager, increment_sequence
+from broker.replication.replica_log import AppendInfo, LogRegion, ReplicaLog
 
 NO_EPOCH = -1  # a request that does not name the leader epoch it expects (before KIP-320)
 
@@ -86,7 +85,7 @@ class IsrProposal:
 
 @dataclass(frozen=True)
 class LogReadResult:
-    region: FileRegion | None
+    region: LogRegion | None
     high_watermark: int
     log_start_offset: int
     log_end_offset: int
@@ -101,7 +100,7 @@ class Partition:
     topic: str
     partition: int
     local_broker_id: int
-    log: Log
+    log: ReplicaLog
     replica_lag_time_max_ms: int
     high_watermark: int = 0
     leader: int = -1
@@ -122,8 +121,7 @@ class Partition:
     def rebuild_producer_state(self) -> None:
         """Idempotent producers' last batches, replayed from the log, so any replica that becomes leader
         (or restarts) still recognises a retried batch. Kafka keeps snapshots; headers are cheap to scan."""
-        self.producer_state.rebuild(
-            header for segment in self.log.segments for _, header in scan_batch_headers(segment.fd, 0, segment.size))
+        self.producer_state.rebuild(self.log.batch_headers())
 
     @property
     def topic_partition(self) -> tuple[str, int]:
@@ -198,7 +196,7 @@ class Partition:
                                  f"broker {self.local_broker_id} is not the leader of {self.topic}-{self.partition}")
 
     def append_records_to_leader(self, records: bytes, required_acks: int, min_insync_replicas: int,
-                                 now_ms: int) -> LogAppendInfo | None:
+                                 now_ms: int) -> AppendInfo | None:
         self.check_enough_isr(required_acks, min_insync_replicas)
         info = self.log.append_as_leader(records, self.leader_epoch)
         if info is not None:
@@ -327,7 +325,7 @@ class Partition:
         """OffsetsForLeaderEpoch as the leader answers it (KIP-279, fenced by KIP-320)."""
         self.check_leader_epoch(current_leader_epoch)
         self._require_leader()
-        return self.log.leader_epoch_cache.end_offset_for(leader_epoch)
+        return self.log.end_offset_for_epoch(leader_epoch)
 
     # --- reads --------------------------------------------------------------------------------------
 
@@ -347,7 +345,7 @@ class Partition:
     # --- follower -----------------------------------------------------------------------------------
 
     def append_records_to_follower(self, records: bytes, leader_high_watermark: int,
-                                   leader_log_start_offset: int) -> LogAppendInfo | None:
+                                   leader_log_start_offset: int) -> AppendInfo | None:
         info = self.log.append_as_follower(records)
         if info is not None:
             self._record_producer_batches(records, None)

@@ -1,9 +1,12 @@
-"""Partition's replication rules (Kafka's Partition.scala / Replica.scala), driven directly over a real Log.
+"""Partition's replication rules (Kafka's Partition.scala / Replica.scala), driven directly through the
+log port: every test runs once over the file-backed Log and once over the in-memory log.
 
 Every "now" is passed in; no sockets, no threads. Numbers refer to kafka-internals.md §3.2–3.7.
 """
 
 from __future__ import annotations
+
+import sys
 
 import pytest
 from kio.schema.errors import ErrorCode
@@ -19,6 +22,7 @@ from broker.replication.partition import (
     PartitionError,
 )
 from broker.replication.producer_state import BatchMetadata
+from broker.replication.replica_log import ReplicaLog
 from tests.broker.support import (
     FOLLOWER,
     LAG_MS,
@@ -26,15 +30,35 @@ from tests.broker.support import (
     OTHER,
     RECORD_TIME,
     T0,
+    TOPIC,
+    PARTITION,
     batch,
     fill,
     leadership,
     new_partition,
     offsets_of,
-    open_log,
 )
+from tests.broker.memory_log import InMemoryLog
+from tests.broker.support import open_log as open_file_log
 
 BIG = 1 << 20
+
+
+def open_log(tmp_path, **config):
+    return open_file_log(tmp_path, **config)
+
+
+def test_both_logs_implement_the_port(tmp_path):
+    assert isinstance(open_file_log(tmp_path), ReplicaLog) and isinstance(InMemoryLog(TOPIC, PARTITION), ReplicaLog)
+
+
+@pytest.fixture(autouse=True, params=["file_log", "memory_log"])
+def log_kind(request, monkeypatch):
+    """The same rules over both implementations of the ReplicaLog port."""
+    if request.param == "memory_log":
+        monkeypatch.setattr(sys.modules[__name__], "open_log", lambda tmp_path, **config: InMemoryLog(TOPIC, PARTITION))
+    return request.param
+
 
 
 def leader_partition(tmp_path, *, history: int = 0, isr=(LEADER, FOLLOWER), replicas=None, leader_epoch: int = 1,
@@ -511,8 +535,11 @@ def test_a_batch_without_a_producer_id_is_never_checked(tmp_path):
 def test_duplicates_are_still_recognised_after_reopening_the_log(tmp_path):
     partition = leader_partition(tmp_path, history=3, isr=(LEADER,))
     partition.append_records_to_leader(idempotent(0), 1, 1, T0)
-    partition.log.close()
-    reopened = new_partition(open_log(tmp_path))
+    if isinstance(partition.log, InMemoryLog):  # a restart keeps the batches: a new Partition over them
+        reopened = new_partition(partition.log)
+    else:
+        partition.log.close()
+        reopened = new_partition(open_log(tmp_path))
     assert check(reopened, idempotent(0)).duplicate_of.first_offset == 3
     assert check(reopened, idempotent(2)) is None
 
