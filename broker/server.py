@@ -12,28 +12,30 @@ from collections.abc import Awaitable
 import grpc
 from kio.schema.errors import ErrorCode
 
-from broker.config import KafkaConfig, Listener
-from broker.replication.control_service import AdminService, ControlPlaneService
-from broker.group.manager import GroupMetadataManager
+from broker.clientplane.handlers.access import AdminAccess, GroupAccess, ReplicaAccess
 from broker.clientplane.kafka_apis import KafkaApis
+from broker.clientplane.network import SocketServer
+from broker.config import KafkaConfig, Listener
+from broker.group.manager import GroupMetadataManager
 from broker.log_service import LogDirectoryError, LogService, MaintenanceIntervals
 from broker.memory import keep_freed_memory
 from broker.metadata_cache import MetadataCache
-from broker.clientplane.network import SocketServer
+from broker.producer_id_manager import ProducerIdManager
+from broker.purgatory.asyncio_timer import AsyncioTimer
 from broker.registration import (
     create_top_level_paths,
     get_or_create_cluster_id,
     register_broker,
     registration_for,
 )
+from broker.replication.control_service import AdminService, ControlPlaneService
 from broker.replication.isr_manager import IsrChangeManager
-from broker.replication.partition import LeadershipState, Partition
+from broker.replication.partition import Partition
 from broker.replication.replica_fetcher import REPLICATION_CHANNEL_OPTIONS, FetcherSettings, ReplicaFetcherManager
+from broker.replication.replica_manager import ReplicaIO, ReplicaManager, TopicPartition
 from broker.replication.replication_service import ReplicationService
-from broker.producer_id_manager import ProducerIdManager
-from broker.purgatory.asyncio_timer import AsyncioTimer
-from broker.replication.replica_manager import ReplicaIO, ReplicaManager, ReplicaState, TopicPartition
 from broker.replication.replication_tracing import ReplicationTracer
+from broker.replication.role_change import RoleChangeManager
 from clusterplane import cluster_pb2 as pb
 from clusterplane.cluster_pb2_grpc import (
     ControlPlaneStub,
@@ -75,7 +77,7 @@ class KafkaServer:
         self.replication_tracer = ReplicationTracer(self.trace, self.now_ms, config.trace_replica_interval_ms)
         self.zk = ZkClient(config.zookeeper_connect, config.zookeeper_session_timeout_ms,
                            config.zookeeper_connection_timeout_ms)
-        self.replica_manager = ReplicaManager(config.broker_id, self._on_role_change)
+        self.replica_manager = ReplicaManager(config.broker_id)
         self.metadata_cache = MetadataCache()
         self.replica_io = ReplicaIO(
             self.replica_manager,
@@ -105,8 +107,14 @@ class KafkaServer:
                             backoff_ms=config.replica_fetch_backoff_ms,
                             socket_timeout_ms=config.replica_socket_timeout_ms,
                             truncation_rule=config.replica_truncation_rule),
-            self.trace, self._cluster_address, lambda partition: self._trace_high_watermark(partition, "follower"))
-        self._cluster_endpoints: dict[int, str] = {}
+            self.trace, lambda broker_id: self.role_changes.cluster_address(broker_id),
+            lambda partition: self._trace_high_watermark(partition, "follower"))
+        self.role_changes = RoleChangeManager(
+            config.broker_id, self.replica_manager, self.replica_io, self.fetcher_manager, self.log_service,
+            self.trace, replica_lag_time_max_ms=config.replica_lag_time_max_ms, now_ms=self.now_ms,
+            checkpointed_high_watermark=lambda tp: self._checkpointed_high_watermarks.get(tp, 0),
+            inter_broker_listener_name=config.inter_broker_listener_name,
+            live_brokers=lambda: self.metadata_cache.live_brokers)
         self._isr_expiration: asyncio.Task | None = None
         self._trace_flusher: asyncio.Task | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -115,8 +123,14 @@ class KafkaServer:
         self.controller: KafkaController | None = None
         self.cluster_id: str | None = None
         self._grpc_server: grpc.aio.Server | None = None
-        self.group_manager = GroupMetadataManager(self)
-        self.apis = KafkaApis(self)
+        self.group_manager = GroupMetadataManager(config, self.replica_io, self.trace, self.now_ms)
+        self.role_changes.add_leadership_listener(self.group_manager.on_role_change)
+        self.apis = KafkaApis(
+            config, self.metadata_cache, lambda: self.cluster_id,
+            ReplicaAccess(self.replica_io, self.now_ms, self.trace_produce),
+            GroupAccess(self.group_manager.coordinator, self.metadata_cache, self.zk, config),
+            AdminAccess(config.broker_id, config, self.zk, self.metadata_cache, self.log_service.default_config,
+                        lambda: self.is_controller, self.producer_ids))
         self.socket_server = SocketServer(config.client_listeners, self.apis.handle)
         self._stopping = asyncio.Event()
         self._registration = registration_for(config)
@@ -168,9 +182,12 @@ class KafkaServer:
         listener = self.config.cluster_listener
         # gRPC binds with SO_REUSEPORT by default, which would let two brokers share a port silently.
         server = grpc.aio.server(options=[("grpc.so_reuseport", 0), *REPLICATION_CHANNEL_OPTIONS])
-        add_ControlPlaneServicer_to_server(ControlPlaneService(self), server)
-        add_AdminServicer_to_server(AdminService(self), server)
-        add_ReplicationServicer_to_server(ReplicationService(self), server)
+        add_ControlPlaneServicer_to_server(ControlPlaneService(
+            self.role_changes, self.metadata_cache, self.replica_manager, lambda: self.controller, self.trace), server)
+        add_AdminServicer_to_server(AdminService(self.replica_manager, self.metadata_cache, lambda: self.controller),
+                                    server)
+        add_ReplicationServicer_to_server(ReplicationService(self.replica_io, self.replication_tracer, self.now_ms),
+                                          server)
         try:
             port = server.add_insecure_port(f"{listener.bind_host}:{listener.port}")
         except RuntimeError as exc:
@@ -217,19 +234,6 @@ class KafkaServer:
 
     # --- replica roles ------------------------------------------------------------------------------------
 
-    def _cluster_address(self, broker_id: int) -> str | None:
-        address = self._cluster_endpoints.get(broker_id)
-        if address is None and broker_id in self.metadata_cache.live_brokers:
-            self._remember_endpoints([self.metadata_cache.live_brokers[broker_id]])
-            address = self._cluster_endpoints.get(broker_id)
-        return address
-
-    def _remember_endpoints(self, brokers) -> None:
-        for broker in brokers:
-            for endpoint in broker.endpoints:
-                if endpoint.listener == self.config.inter_broker_listener_name:
-                    self._cluster_endpoints[broker.id] = f"{endpoint.host}:{endpoint.port}"
-
     def _trace_high_watermark(self, partition: Partition, role: str) -> None:
         self.trace.emit(te.HighWatermarkUpdated, topic=partition.topic, partition=partition.partition,
                         high_watermark=partition.high_watermark, log_end_offset=partition.log_end_offset, role=role)
@@ -243,58 +247,12 @@ class KafkaServer:
             except Exception:
                 log.exception("ISR expiration check failed")
 
-    async def apply_leader_and_isr(self, request: pb.LeaderAndIsrRequest) -> pb.LeaderAndIsrResponse:
-        self._remember_endpoints(request.live_leaders)
-        response = self.replica_manager.become_leader_or_follower(request)
-        for error in response.partition_errors:
-            tp = (error.topic, error.partition)
-            state = self.replica_manager.partitions.get(tp)
-            if error.error_code == 0 and state is not None:
-                await self._become(tp, state)
-        return response
-
-    async def _become(self, tp: TopicPartition, state: ReplicaState) -> None:
-        partition = self.replica_io.hosted.get(tp)
-        if partition is None:
-            log_ = await self.log_service.ensure_log(state)
-            partition = Partition(tp[0], tp[1], self.broker_id, log_, self.config.replica_lag_time_max_ms,
-                                  high_watermark=self._checkpointed_high_watermarks.get(tp, 0))
-            self.replica_io.attach(partition)
-        leadership = LeadershipState(state.leader, state.leader_epoch, tuple(state.isr), state.zk_version,
-                                     tuple(state.replicas), state.controller_epoch)
-        if state.is_leader(self.broker_id):
-            self.fetcher_manager.remove(tp)
-            partition.make_leader(leadership, self.now_ms())
-        else:
-            changed = partition.make_follower(leadership)
-            if changed or self.fetcher_manager.fetch_state(tp) is None:
-                self.fetcher_manager.add(partition)
-        self.group_manager.on_role_change(tp, state.is_leader(self.broker_id))
-        self.replica_io.wake(tp, True)  # parked requests re-check: they may be answered NOT_LEADER now
-
-    def apply_stop_replica(self, request: pb.StopReplicaRequest) -> pb.StopReplicaResponse:
-        response = self.replica_manager.stop_replicas(request)
-        for part, error in zip(request.partitions, response.partition_errors, strict=False):
-            tp = (part.topic, part.partition)
-            if error.error_code == 0 and tp not in self.replica_manager.partitions:
-                self.fetcher_manager.remove(tp)
-                self.replica_io.detach(tp)
-                self.group_manager.on_role_change(tp, False)
-            if part.delete_partition and error.error_code == 0:
-                self.log_service.delete(tp)
-        return response
-
     def trace_produce(self, statuses: dict, acks: int) -> None:
         for (topic, partition), status in statuses.items():
             appended = status.error == ErrorCode.none and status.required_offset >= 0
             self.trace.emit(te.ProduceAcknowledged, topic=topic, partition=partition, acks=acks,
                             error=status.error.name, base_offset=status.base_offset if appended else -1,
                             end_offset=status.required_offset if appended else -1)
-
-    def _on_role_change(self, state: ReplicaState | None, tp: TopicPartition, role: str) -> None:
-        self.trace.emit(te.ReplicaRoleChanged, topic=tp[0], partition=tp[1], role=role,
-                        leader=state.leader if state else -1, leader_epoch=state.leader_epoch if state else -1,
-                        isr=state.isr if state else [], controller_epoch=state.controller_epoch if state else None)
 
     # --- stop ---------------------------------------------------------------------------------------------
 

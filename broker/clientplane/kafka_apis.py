@@ -6,22 +6,20 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from datetime import timedelta
-from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 from kio.static.protocol import ResponsePayload
 
-from broker.config import Listener
 from broker.clientplane.handlers import admin, fetch, group, offsets, produce
-from broker.group.manager import OFFSETS_TOPIC
+from broker.clientplane.handlers.access import AdminAccess, GroupAccess, ReplicaAccess
 from broker.clientplane.handlers.common import response_module
 from broker.clientplane.protocol.api_versions import handle_api_versions
 from broker.clientplane.protocol.build import build
 from broker.clientplane.protocol.messages import Request
 from broker.clientplane.protocol.versions import ApiKey
-
-if TYPE_CHECKING:
-    from broker.server import KafkaServer
+from broker.config import KafkaConfig, Listener
+from broker.group.manager import OFFSETS_TOPIC
+from broker.metadata_cache import MetadataCache
 
 log = logging.getLogger(__name__)
 AUTHORIZED_OPERATIONS_NOT_REQUESTED = -(2**31)
@@ -32,33 +30,38 @@ class ApiNotServedError(RuntimeError):
 
 
 class KafkaApis:
-    def __init__(self, server: KafkaServer) -> None:
-        self.server = server
+    def __init__(self, config: KafkaConfig, metadata_cache: MetadataCache, cluster_id: Callable[[], str | None],
+                 replicas: ReplicaAccess, groups: GroupAccess, admin_access: AdminAccess) -> None:
+        self.config = config
+        self.metadata_cache = metadata_cache
+        self.cluster_id = cluster_id
+        self.groups = groups
+        self.admin = admin_access
         served = {
-            ApiKey.PRODUCE: produce.handle_produce,
-            ApiKey.FETCH: fetch.handle_fetch,
-            ApiKey.LIST_OFFSETS: offsets.handle_list_offsets,
-            ApiKey.OFFSET_FOR_LEADER_EPOCH: offsets.handle_offset_for_leader_epoch,
-            ApiKey.CREATE_TOPICS: admin.handle_create_topics,
-            ApiKey.DELETE_TOPICS: admin.handle_delete_topics,
-            ApiKey.INIT_PRODUCER_ID: admin.handle_init_producer_id,
-            ApiKey.DESCRIBE_CONFIGS: admin.handle_describe_configs,
-            ApiKey.JOIN_GROUP: group.handle_join_group,
-            ApiKey.SYNC_GROUP: group.handle_sync_group,
-            ApiKey.HEARTBEAT: group.handle_heartbeat,
-            ApiKey.LEAVE_GROUP: group.handle_leave_group,
-            ApiKey.OFFSET_COMMIT: group.handle_offset_commit,
-            ApiKey.OFFSET_FETCH: group.handle_offset_fetch,
-            ApiKey.DESCRIBE_GROUPS: group.handle_describe_groups,
-            ApiKey.LIST_GROUPS: group.handle_list_groups,
+            ApiKey.PRODUCE: (produce.handle_produce, replicas),
+            ApiKey.FETCH: (fetch.handle_fetch, replicas),
+            ApiKey.LIST_OFFSETS: (offsets.handle_list_offsets, replicas),
+            ApiKey.OFFSET_FOR_LEADER_EPOCH: (offsets.handle_offset_for_leader_epoch, replicas),
+            ApiKey.CREATE_TOPICS: (admin.handle_create_topics, admin_access),
+            ApiKey.DELETE_TOPICS: (admin.handle_delete_topics, admin_access),
+            ApiKey.INIT_PRODUCER_ID: (admin.handle_init_producer_id, admin_access),
+            ApiKey.DESCRIBE_CONFIGS: (admin.handle_describe_configs, admin_access),
+            ApiKey.JOIN_GROUP: (group.handle_join_group, groups),
+            ApiKey.SYNC_GROUP: (group.handle_sync_group, groups),
+            ApiKey.HEARTBEAT: (group.handle_heartbeat, groups),
+            ApiKey.LEAVE_GROUP: (group.handle_leave_group, groups),
+            ApiKey.OFFSET_COMMIT: (group.handle_offset_commit, groups),
+            ApiKey.OFFSET_FETCH: (group.handle_offset_fetch, groups),
+            ApiKey.DESCRIBE_GROUPS: (group.handle_describe_groups, groups),
+            ApiKey.LIST_GROUPS: (group.handle_list_groups, groups),
         }
         self._handlers: dict[int, Callable] = {
             ApiKey.API_VERSIONS: self.handle_api_versions,
             ApiKey.METADATA: self.handle_metadata,
             ApiKey.FIND_COORDINATOR: lambda request, listener: group.handle_find_coordinator(
-                self.server, request, listener),
-            **{key: (lambda request, _listener, f=function: f(self.server, request))
-               for key, function in served.items()},
+                groups, request, listener),
+            **{key: (lambda request, _listener, f=function, a=access: f(a, request))
+               for key, (function, access) in served.items()},
         }
 
     async def handle(self, request: Request, listener: Listener) -> ResponsePayload | None:
@@ -75,8 +78,8 @@ class KafkaApis:
         to exactly these addresses, so they must be the advertised ones of that listener."""
         version = request.header.api_version
         module = response_module(ApiKey.METADATA, version)
-        cache = self.server.metadata_cache
-        advertised = {lst.name: lst for lst in self.server.config.advertised}
+        cache = self.metadata_cache
+        advertised = {lst.name: lst for lst in self.config.advertised}
         brokers = []
         for broker in sorted(cache.live_brokers.values(), key=lambda b: b.id):
             endpoint = next((e for e in broker.endpoints if e.listener == listener.name), None)
@@ -86,8 +89,8 @@ class KafkaApis:
                                  port=endpoint.port, rack=broker.rack or None))
         if not brokers and listener.name in advertised:  # before the first UpdateMetadata: at least ourselves
             own = advertised[listener.name]
-            brokers.append(build(module.MetadataResponseBroker, node_id=self.server.broker_id, host=own.host,
-                                 port=own.port, rack=self.server.config.broker_rack))
+            brokers.append(build(module.MetadataResponseBroker, node_id=self.config.broker_id, host=own.host,
+                                 port=own.port, rack=self.config.broker_rack))
         known = cache.topics()
         requested = request.body.topics
         names = sorted(known) if requested is None else [t.name for t in requested]
@@ -101,10 +104,10 @@ class KafkaApis:
                 if name == OFFSETS_TOPIC:
                     # Kafka creates its internal topic with the offsets.topic.* settings, never as an
                     # ordinary auto-created topic
-                    await group.ensure_offsets_topic(self.server)
+                    await group.ensure_offsets_topic(self.groups)
                     error = ErrorCode.leader_not_available
-                elif allow_auto_create and self.server.config.auto_create_topics_enable:
-                    error = await admin.auto_create_topic(self.server, name)
+                elif allow_auto_create and self.config.auto_create_topics_enable:
+                    error = await admin.auto_create_topic(self.admin, name)
                 topics.append(build(module.MetadataResponseTopic, error_code=error,
                                     name=name, is_internal=False, partitions=(),
                                     topic_authorized_operations=AUTHORIZED_OPERATIONS_NOT_REQUESTED))
@@ -121,5 +124,5 @@ class KafkaApis:
                                 is_internal=name == OFFSETS_TOPIC, partitions=partitions,
                                 topic_authorized_operations=AUTHORIZED_OPERATIONS_NOT_REQUESTED))
         return build(module.MetadataResponse, throttle_time=timedelta(0), brokers=tuple(brokers),
-                     cluster_id=self.server.cluster_id, controller_id=cache.controller_id, topics=tuple(topics),
+                     cluster_id=self.cluster_id(), controller_id=cache.controller_id, topics=tuple(topics),
                      cluster_authorized_operations=AUTHORIZED_OPERATIONS_NOT_REQUESTED)

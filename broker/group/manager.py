@@ -10,20 +10,17 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
 from broker.group.coordinator import Entry, GroupConfig, GroupCoordinator
 from broker.group.metadata import GroupMetadata
 from broker.log.record_batch import HEADER_SIZE, parse_header
-from broker.log.records import read_varint
-from broker.log.records import NONE, Record, build_batch
+from broker.log.records import NONE, Record, build_batch, read_varint
 from broker.purgatory.asyncio_timer import AsyncioTimer
+from broker.replication.replica_manager import ReplicaIO
 from traces import events as te
-
-if TYPE_CHECKING:
-    from broker.server import KafkaServer
+from traces.writer import TraceWriter
 
 log = logging.getLogger(__name__)
 
@@ -70,10 +67,14 @@ def keys_and_values(batches: bytes, from_offset: int = 0) -> Iterator[Entry]:
 
 
 class GroupMetadataManager:
-    def __init__(self, server: KafkaServer) -> None:
-        self.server = server
-        self.coordinator = GroupCoordinator(server.broker_id, group_config(server.config), self._append,
-                                            server.now_ms, self._trace_state_change,
+    def __init__(self, config, replica_io: ReplicaIO, trace: TraceWriter, now_ms: Callable[[], int]) -> None:
+        """``config``: the broker's KafkaConfig (group.* and offsets.* settings)."""
+        self.replica_io = replica_io
+        self.trace = trace
+        self.now_ms = now_ms
+        self.offsets_commit_timeout_ms = config.offsets_commit_timeout_ms
+        self.coordinator = GroupCoordinator(config.broker_id, group_config(config), self._append,
+                                            now_ms, self._trace_state_change,
                                             wall_clock_ms=lambda: int(time.time() * 1000))
         self._timers: list[AsyncioTimer] = []
 
@@ -91,8 +92,8 @@ class GroupMetadataManager:
         tp = (OFFSETS_TOPIC, partition)
         now_wall = int(time.time() * 1000)
         batch = build_batch([Record(key, value, now_wall) for key, value in entries])
-        self.server.replica_io.append_records(
-            {tp: batch}, -1, self.server.config.offsets_commit_timeout_ms, self.server.now_ms(),
+        self.replica_io.append_records(
+            {tp: batch}, -1, self.offsets_commit_timeout_ms, self.now_ms(),
             lambda statuses: done(statuses[tp].error))
 
     # --- leadership ---------------------------------------------------------------------------------
@@ -110,11 +111,11 @@ class GroupMetadataManager:
             return  # a new epoch while staying leader: the groups in memory are current
         self.coordinator.begin_loading(partition)
         # answered COORDINATOR_LOAD_IN_PROGRESS until the log has been replayed
-        self.server.loop.call_soon(self._load, partition)
+        asyncio.get_running_loop().call_soon(self._load, partition)
 
     def _load(self, partition: int) -> None:
         tp = (OFFSETS_TOPIC, partition)
-        hosted = self.server.replica_io.hosted.get(tp)
+        hosted = self.replica_io.hosted.get(tp)
         if hosted is None or not hosted.is_leader or partition not in self.coordinator.loading_partitions:
             return
         started = time.monotonic()
@@ -148,6 +149,6 @@ class GroupMetadataManager:
     # --- traces -------------------------------------------------------------------------------------
 
     def _trace_state_change(self, group: GroupMetadata, old_state: str, reason: str) -> None:
-        self.server.trace.emit(te.GroupStateChanged, group_id=group.group_id, old_state=old_state,
+        self.trace.emit(te.GroupStateChanged, group_id=group.group_id, old_state=old_state,
                                new_state=group.state.value, generation_id=group.generation_id,
                                members=len(group.members), protocol=group.protocol_name, reason=reason)

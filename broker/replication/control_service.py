@@ -3,52 +3,65 @@ shutdown requests (when it is the controller), and the admin view for tools."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
+from broker.metadata_cache import MetadataCache
+from broker.replication.replica_manager import ReplicaManager
+from broker.replication.role_change import RoleChangeManager
 from clusterplane import cluster_pb2 as pb
 from clusterplane.cluster_pb2_grpc import AdminServicer, ControlPlaneServicer
 from traces import events as te
+from traces.writer import TraceWriter
 
 if TYPE_CHECKING:
-    from broker.server import KafkaServer
+    from controller.controller import KafkaController
+
+# the broker's controller, None until it has started
+ControllerRef = Callable[[], "KafkaController | None"]
 
 
 class ControlPlaneService(ControlPlaneServicer):
-    def __init__(self, server: KafkaServer) -> None:
-        self.server = server
+    def __init__(self, role_changes: RoleChangeManager, metadata_cache: MetadataCache,
+                 replica_manager: ReplicaManager, controller: ControllerRef, trace: TraceWriter) -> None:
+        self.role_changes = role_changes
+        self.metadata_cache = metadata_cache
+        self.replica_manager = replica_manager
+        self.controller = controller
+        self.trace = trace
 
     def _trace(self, request_name: str, request, partitions: int, error_code: int) -> None:
-        self.server.trace.emit(te.ControlRequestApplied, request=request_name, from_controller=request.controller_id,
+        self.trace.emit(te.ControlRequestApplied, request=request_name, from_controller=request.controller_id,
                                request_controller_epoch=request.controller_epoch, partitions=partitions,
                                error_code=error_code)
 
     def _received(self, request_name: str, request, partitions: int) -> None:
-        self.server.trace.emit(te.ControlRequestReceived, request=request_name, from_controller=request.controller_id,
+        self.trace.emit(te.ControlRequestReceived, request=request_name, from_controller=request.controller_id,
                                request_controller_epoch=request.controller_epoch, partitions=partitions)
 
     async def LeaderAndIsr(self, request: pb.LeaderAndIsrRequest, context) -> pb.LeaderAndIsrResponse:
         self._received("LeaderAndIsr", request, len(request.partition_states))
-        response = await self.server.apply_leader_and_isr(request)
+        response = await self.role_changes.become_leader_or_follower(request)
         self._trace("LeaderAndIsr", request, len(request.partition_states), response.error_code)
         return response
 
     async def UpdateMetadata(self, request: pb.UpdateMetadataRequest, context) -> pb.UpdateMetadataResponse:
         self._received("UpdateMetadata", request, len(request.partition_states))
-        error = self.server.metadata_cache.update(request, self.server.replica_manager.broker_epoch)
+        error = self.metadata_cache.update(request, self.replica_manager.broker_epoch)
         self._trace("UpdateMetadata", request, len(request.partition_states), error.value)
         return pb.UpdateMetadataResponse(error_code=error.value)
 
     async def StopReplica(self, request: pb.StopReplicaRequest, context) -> pb.StopReplicaResponse:
         self._received("StopReplica", request, len(request.partitions))
-        response = self.server.apply_stop_replica(request)
+        response = self.role_changes.stop_replicas(request)
         self._trace("StopReplica", request, len(request.partitions), response.error_code)
         return response
 
     async def ControlledShutdown(self, request: pb.ControlledShutdownRequest, context
                                  ) -> pb.ControlledShutdownResponse:
-        controller = self.server.controller
+        controller = self.controller()
         if controller is None or not controller.is_active:
             return pb.ControlledShutdownResponse(error_code=ErrorCode.not_controller.value)
         error, remaining = await controller.controlled_shutdown(request.broker_id, request.broker_epoch)
@@ -57,19 +70,21 @@ class ControlPlaneService(ControlPlaneServicer):
 
 
 class AdminService(AdminServicer):
-    def __init__(self, server: KafkaServer) -> None:
-        self.server = server
+    def __init__(self, replica_manager: ReplicaManager, metadata_cache: MetadataCache,
+                 controller: ControllerRef) -> None:
+        self.replica_manager = replica_manager
+        self.metadata_cache = metadata_cache
+        self.controller = controller
 
     async def DescribeBroker(self, request: pb.DescribeBrokerRequest, context) -> pb.DescribeBrokerResponse:
-        server = self.server
-        manager = server.replica_manager
-        controller = server.controller
+        manager = self.replica_manager
+        controller = self.controller()
         ctx = controller.ctx if controller is not None else None
         replicas = [pb.ReplicaView(topic=s.topic, partition=s.partition, is_leader=s.is_leader(manager.broker_id),
                                    leader=s.leader, leader_epoch=s.leader_epoch, isr=s.isr, zk_version=s.zk_version,
                                    replicas=s.replicas)
                     for _, s in sorted(manager.partitions.items())]
-        cache = server.metadata_cache
+        cache = self.metadata_cache
         return pb.DescribeBrokerResponse(
             broker_id=manager.broker_id, broker_epoch=manager.broker_epoch,
             highest_controller_epoch_seen=manager.highest_controller_epoch, is_controller=ctx is not None,

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
 
-from broker.replication.partition import FetchIsolation, LogReadResult, Partition, PartitionError
 from broker.purgatory.delayed_operation import DelayedOperation
+from broker.replication.partition import FetchIsolation, LogReadResult, Partition, PartitionError
 
 TopicPartition = tuple[str, int]
 # told when an operation ends: (purgatory name, expired?, the partitions it waited on)

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
 
+from broker.log.errors import InvalidRecordBatchError, OffsetOutOfRangeError
+from broker.purgatory.purgatory import DelayedOperationPurgatory, TopicPartitionOperationKey
 from broker.replication.control_fencing import check_control_request
 from broker.replication.delayed_ops import (
     DelayedFetch,
@@ -21,9 +23,7 @@ from broker.replication.delayed_ops import (
     ProducePartitionStatus,
     partition_error,
 )
-from broker.log.errors import InvalidRecordBatchError, OffsetOutOfRangeError
 from broker.replication.partition import IsrProposal, Partition, PartitionError
-from broker.purgatory.purgatory import DelayedOperationPurgatory, TopicPartitionOperationKey
 from clusterplane import cluster_pb2 as pb
 
 TopicPartition = tuple[str, int]

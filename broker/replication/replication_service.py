@@ -4,24 +4,25 @@ OffsetsForLeaderEpoch."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING
+import asyncio
+from collections.abc import AsyncIterator, Callable
 
 from kio.schema.errors import ErrorCode
 
-from broker.replication.delayed_ops import FetchParams, FetchPartitionRequest
 from broker.clientplane.handlers.common import answer_once
+from broker.replication.delayed_ops import FetchParams, FetchPartitionRequest
 from broker.replication.partition import NO_EPOCH, FetchIsolation, PartitionError
+from broker.replication.replica_manager import ReplicaIO
+from broker.replication.replication_tracing import ReplicationTracer
 from clusterplane import cluster_pb2 as pb
 from clusterplane.cluster_pb2_grpc import ReplicationServicer
 
-if TYPE_CHECKING:
-    from broker.server import KafkaServer
-
 
 class ReplicationService(ReplicationServicer):
-    def __init__(self, server: KafkaServer) -> None:
-        self.server = server
+    def __init__(self, replica_io: ReplicaIO, tracer: ReplicationTracer, now_ms: Callable[[], int]) -> None:
+        self.replica_io = replica_io
+        self.tracer = tracer
+        self.now_ms = now_ms
 
     async def Fetch(self, requests: AsyncIterator[pb.ReplicaFetchRequest],
                     context) -> AsyncIterator[pb.ReplicaFetchResponse]:
@@ -29,7 +30,6 @@ class ReplicationService(ReplicationServicer):
             yield await self._fetch(request)
 
     async def _fetch(self, request: pb.ReplicaFetchRequest) -> pb.ReplicaFetchResponse:
-        server = self.server
         params = FetchParams(
             replica_id=request.replica_id, max_wait_ms=request.max_wait_ms, min_bytes=request.min_bytes,
             max_bytes=request.max_bytes, isolation=FetchIsolation.LOG_END,
@@ -37,12 +37,12 @@ class ReplicationService(ReplicationServicer):
                                               current_leader_epoch=p.current_leader_epoch,
                                               log_start_offset=p.log_start_offset)
                         for p in request.partitions])
-        future, respond = answer_once(server.loop)
-
-        started = server.loop.time()
-        server.replica_io.fetch_messages(params, server.now_ms(), respond)
+        loop = asyncio.get_running_loop()
+        future, respond = answer_once(loop)
+        started = loop.time()
+        self.replica_io.fetch_messages(params, self.now_ms(), respond)
         results = await future
-        wait_ms = (server.loop.time() - started) * 1000
+        wait_ms = (loop.time() - started) * 1000
         served = 0
         partitions = []
         for p in request.partitions:
@@ -57,14 +57,13 @@ class ReplicationService(ReplicationServicer):
                     data.records = read.region.read_bytes()
                     served += len(data.records)
             elif result.error == ErrorCode.offset_out_of_range:
-                partition = server.replica_io.hosted.get((p.topic, p.partition))
+                partition = self.replica_io.hosted.get((p.topic, p.partition))
                 if partition is not None:  # where the follower should go instead
                     data.log_start_offset = partition.log.log_start_offset
                     data.log_end_offset = partition.log_end_offset
             partitions.append(data)
-        server.replication_tracer.fetch_served(request.replica_id,
-                                               {(p.topic, p.partition): p.fetch_offset for p in request.partitions},
-                                               served, wait_ms)
+        fetch_offsets = {(p.topic, p.partition): p.fetch_offset for p in request.partitions}
+        self.tracer.fetch_served(request.replica_id, fetch_offsets, served, wait_ms)
         return pb.ReplicaFetchResponse(partitions=partitions)
 
     async def OffsetsForLeaderEpoch(self, request: pb.OffsetsForLeaderEpochRequest,
@@ -72,7 +71,7 @@ class ReplicationService(ReplicationServicer):
         answers = []
         for p in request.partitions:
             try:
-                partition = self.server.replica_io.leader_partition((p.topic, p.partition))
+                partition = self.replica_io.leader_partition((p.topic, p.partition))
                 epoch, end_offset = partition.end_offset_for_epoch(p.current_leader_epoch, p.leader_epoch)
                 error = ErrorCode.none
             except PartitionError as exc:

@@ -6,21 +6,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 from pydantic import ValidationError
 
+from broker.clientplane.handlers.access import AdminAccess
 from broker.clientplane.handlers.common import NO_THROTTLE, millis, response_module
-from broker.log.config import topic_property_names
 from broker.clientplane.protocol.build import build
 from broker.clientplane.protocol.messages import Request
 from broker.clientplane.protocol.versions import ApiKey
+from broker.log.config import topic_property_names
 from zk.admin import AdminError, create_topic, delete_topic
 from zk.znodes import TopicConfigZNode, ZNodeDecodeError
-
-if TYPE_CHECKING:
-    from broker.server import KafkaServer
 
 log = logging.getLogger(__name__)
 
@@ -32,14 +29,14 @@ SOURCE_DYNAMIC_TOPIC, SOURCE_STATIC_BROKER, SOURCE_DEFAULT = 1, 4, 5
 PROPAGATION_POLL_S = 0.05
 
 
-def check_topic_configs(server: KafkaServer, configs: dict[str, str]) -> None:
+def check_topic_configs(admin: AdminAccess, configs: dict[str, str]) -> None:
     known = topic_property_names() | CONTROLLER_TOPIC_CONFIGS
     unknown = sorted(set(configs) - known)
     if unknown:
         raise AdminError(f"kafkasim does not know the topic config(s) {', '.join(unknown)}; "
                          f"known: {', '.join(sorted(known))}", ErrorCode.invalid_config)
     try:
-        server.log_service.default_config.with_overrides(
+        admin.log_defaults.with_overrides(
             {k: v for k, v in configs.items() if k not in CONTROLLER_TOPIC_CONFIGS})
     except ValidationError as exc:
         error = exc.errors()[0]
@@ -47,12 +44,12 @@ def check_topic_configs(server: KafkaServer, configs: dict[str, str]) -> None:
                          ErrorCode.invalid_config) from None
 
 
-async def wait_for_metadata(server: KafkaServer, topic: str, *, present: bool, timeout_ms: int) -> bool:
+async def wait_for_metadata(admin: AdminAccess, topic: str, *, present: bool, timeout_ms: int) -> bool:
     """Kafka answers CreateTopics/DeleteTopics once the change reached this broker's metadata, or at the
     request's timeout (DelayedCreatePartitions / DelayedDeleteTopics)."""
     deadline = time.monotonic() + timeout_ms / 1000
     while True:
-        states = server.metadata_cache.topics().get(topic)
+        states = admin.metadata_cache.topics().get(topic)
         done = (states is not None and all(s.leader >= 0 for s in states)) if present else states is None
         if done:
             return True
@@ -61,31 +58,31 @@ async def wait_for_metadata(server: KafkaServer, topic: str, *, present: bool, t
         await asyncio.sleep(PROPAGATION_POLL_S)
 
 
-async def handle_create_topics(server: KafkaServer, request: Request):
+async def handle_create_topics(admin: AdminAccess, request: Request):
     body = request.body
     module = response_module(ApiKey.CREATE_TOPICS, request.header.api_version)
     names = [t.name for t in body.topics]
     results = []
 
     async def one(topic) -> tuple[ErrorCode, str | None]:
-        if not server.is_controller:
-            return ErrorCode.not_controller, f"broker {server.broker_id} is not the controller"
+        if not admin.is_controller():
+            return ErrorCode.not_controller, f"broker {admin.broker_id} is not the controller"
         if names.count(topic.name) > 1:
             return ErrorCode.invalid_request, f"topic {topic.name} appears more than once in the request"
         assignment = {a.partition_index: list(a.broker_ids) for a in topic.assignments} or None
         partitions, replication = topic.num_partitions, topic.replication_factor
         if assignment is not None and (partitions != USE_BROKER_DEFAULT or replication != USE_BROKER_DEFAULT):
             return ErrorCode.invalid_request, "give either replica assignments or partitions and replication factor"
-        partitions = server.config.num_partitions if partitions == USE_BROKER_DEFAULT else partitions
-        replication = server.config.default_replication_factor if replication == USE_BROKER_DEFAULT else replication
+        partitions = admin.config.num_partitions if partitions == USE_BROKER_DEFAULT else partitions
+        replication = admin.config.default_replication_factor if replication == USE_BROKER_DEFAULT else replication
         configs = {c.name: c.value for c in topic.configs}
         try:
-            check_topic_configs(server, configs)
-            await create_topic(server.zk, topic.name, partitions, replication, configs, assignment=assignment,
+            check_topic_configs(admin, configs)
+            await create_topic(admin.zk, topic.name, partitions, replication, configs, assignment=assignment,
                                validate_only=body.validate_only)
         except AdminError as exc:
             return exc.error_code, str(exc)
-        if not body.validate_only and not await wait_for_metadata(server, topic.name, present=True,
+        if not body.validate_only and not await wait_for_metadata(admin, topic.name, present=True,
                                                                   timeout_ms=millis(body.timeout)):
             return ErrorCode.request_timed_out, f"topic {topic.name} was created but has no leaders yet"
         return ErrorCode.none, None
@@ -97,68 +94,68 @@ async def handle_create_topics(server: KafkaServer, request: Request):
     return build(module.CreateTopicsResponse, throttle_time=NO_THROTTLE, topics=tuple(results))
 
 
-async def handle_delete_topics(server: KafkaServer, request: Request):
+async def handle_delete_topics(admin: AdminAccess, request: Request):
     body = request.body
     module = response_module(ApiKey.DELETE_TOPICS, request.header.api_version)
     results = []
     for name in body.topic_names:
         error = ErrorCode.none
-        if not server.is_controller:
+        if not admin.is_controller():
             error = ErrorCode.not_controller
-        elif not server.config.delete_topic_enable:
+        elif not admin.config.delete_topic_enable:
             error = ErrorCode.topic_deletion_disabled
         else:
             try:
-                await delete_topic(server.zk, name)
+                await delete_topic(admin.zk, name)
             except AdminError as exc:
                 error = exc.error_code
-            if error == ErrorCode.none and not await wait_for_metadata(server, name, present=False,
+            if error == ErrorCode.none and not await wait_for_metadata(admin, name, present=False,
                                                                        timeout_ms=millis(body.timeout)):
                 error = ErrorCode.request_timed_out
         results.append(build(module.DeletableTopicResult, name=name, error_code=error))
     return build(module.DeleteTopicsResponse, throttle_time=NO_THROTTLE, responses=tuple(results))
 
 
-async def auto_create_topic(server: KafkaServer, name: str) -> ErrorCode:
+async def auto_create_topic(admin: AdminAccess, name: str) -> ErrorCode:
     """Metadata for an unknown topic with auto.create.topics.enable: create it with the broker defaults;
     the client sees LEADER_NOT_AVAILABLE and asks again (Kafka's behaviour)."""
     try:
-        await create_topic(server.zk, name, server.config.num_partitions, server.config.default_replication_factor)
+        await create_topic(admin.zk, name, admin.config.num_partitions, admin.config.default_replication_factor)
     except AdminError as exc:
         if exc.error_code == ErrorCode.topic_already_exists:  # another broker or client was faster
             return ErrorCode.leader_not_available
         log.warning("auto-creating topic %s failed: %s", name, exc)
         return exc.error_code
-    log.info("auto-created topic %s (%d partitions, replication factor %d)", name, server.config.num_partitions,
-             server.config.default_replication_factor)
+    log.info("auto-created topic %s (%d partitions, replication factor %d)", name, admin.config.num_partitions,
+             admin.config.default_replication_factor)
     return ErrorCode.leader_not_available
 
 
-async def handle_init_producer_id(server: KafkaServer, request: Request):
+async def handle_init_producer_id(admin: AdminAccess, request: Request):
     module = response_module(ApiKey.INIT_PRODUCER_ID, request.header.api_version)
     if request.body.transactional_id is not None:
         log.warning("InitProducerId with transactional.id %r refused: kafkasim has no transactions",
                     request.body.transactional_id)
         return build(module.InitProducerIdResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.invalid_request,
                      producer_id=-1, producer_epoch=-1)
-    producer_id = await server.producer_ids.generate_producer_id()
+    producer_id = await admin.producer_ids.generate_producer_id()
     return build(module.InitProducerIdResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.none,
                  producer_id=producer_id, producer_epoch=0)
 
 
-async def handle_describe_configs(server: KafkaServer, request: Request):
+async def handle_describe_configs(admin: AdminAccess, request: Request):
     module = response_module(ApiKey.DESCRIBE_CONFIGS, request.header.api_version)
     results = []
     for resource in request.body.resources:
         wanted = None if resource.configuration_keys is None else set(resource.configuration_keys)
         error, message, entries = ErrorCode.none, None, []
         if resource.resource_type == RESOURCE_TOPIC:
-            error, message, entries = await _topic_configs(server, resource.resource_name)
+            error, message, entries = await _topic_configs(admin, resource.resource_name)
         elif resource.resource_type == RESOURCE_BROKER:
-            if resource.resource_name not in ("", str(server.broker_id)):
+            if resource.resource_name not in ("", str(admin.broker_id)):
                 error, message = ErrorCode.invalid_request, f"ask broker {resource.resource_name} itself"
             else:
-                entries = _broker_configs(server)
+                entries = _broker_configs(admin)
         else:
             error, message = ErrorCode.invalid_request, f"resource type {resource.resource_type} is not supported"
         configs = tuple(
@@ -173,23 +170,23 @@ async def handle_describe_configs(server: KafkaServer, request: Request):
     return build(module.DescribeConfigsResponse, throttle_time=NO_THROTTLE, results=tuple(results))
 
 
-async def _topic_configs(server: KafkaServer, topic: str):
-    if topic not in server.metadata_cache.topics():
+async def _topic_configs(admin: AdminAccess, topic: str):
+    if topic not in admin.metadata_cache.topics():
         return ErrorCode.unknown_topic_or_partition, f"topic {topic} does not exist", []
-    data, _ = await server.zk.get_or_none(TopicConfigZNode.path(topic))
+    data, _ = await admin.zk.get_or_none(TopicConfigZNode.path(topic))
     try:
         overrides = TopicConfigZNode.decode(topic, data) if data else {}
     except ZNodeDecodeError as exc:
         return ErrorCode.invalid_config, str(exc), []
-    defaults = {k: _text(v) for k, v in server.log_service.default_config.to_properties().items()}
-    defaults["unclean.leader.election.enable"] = _text(server.config.unclean_leader_election_enable)
+    defaults = {k: _text(v) for k, v in admin.log_defaults.to_properties().items()}
+    defaults["unclean.leader.election.enable"] = _text(admin.config.unclean_leader_election_enable)
     entries = [(name, overrides.get(name, value), SOURCE_DYNAMIC_TOPIC if name in overrides else SOURCE_DEFAULT)
                for name, value in sorted(defaults.items())]
     return ErrorCode.none, None, entries
 
 
-def _broker_configs(server: KafkaServer) -> list[tuple[str, str | None, int]]:
-    config = server.config
+def _broker_configs(admin: AdminAccess) -> list[tuple[str, str | None, int]]:
+    config = admin.config
     given = config.model_dump(by_alias=True, exclude_unset=True)
     entries = []
     for name, value in sorted({**config.model_dump(by_alias=True), **(config.model_extra or {})}.items()):

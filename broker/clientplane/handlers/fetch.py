@@ -3,27 +3,25 @@ sent from the segment files with sendfile. No fetch sessions: every answer says 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import asyncio
 
 from kio.schema.errors import ErrorCode
 
-from broker.replication.delayed_ops import FetchParams, FetchPartitionRequest, FetchPartitionResult
+from broker.clientplane.handlers.access import ReplicaAccess
 from broker.clientplane.handlers.common import NO_THROTTLE, answer_once, millis, response_module
 from broker.clientplane.network import Delayed
-from broker.replication.partition import FetchIsolation
 from broker.clientplane.protocol.build import build
 from broker.clientplane.protocol.messages import Request
 from broker.clientplane.protocol.versions import ApiKey
 from broker.clientplane.protocol.zero_copy import ZeroCopyResponse
-
-if TYPE_CHECKING:
-    from broker.server import KafkaServer
+from broker.replication.delayed_ops import FetchParams, FetchPartitionRequest, FetchPartitionResult
+from broker.replication.partition import FetchIsolation
 
 CONSUMER_REPLICA_ID = -1
 NO_PREFERRED_READ_REPLICA = -1
 
 
-async def handle_fetch(server: KafkaServer, request: Request):
+async def handle_fetch(replicas: ReplicaAccess, request: Request):
     body = request.body
     version = request.header.api_version
     partitions = [
@@ -36,9 +34,9 @@ async def handle_fetch(server: KafkaServer, request: Request):
     params = FetchParams(replica_id=CONSUMER_REPLICA_ID, max_wait_ms=millis(body.max_wait),
                          min_bytes=body.min_bytes, max_bytes=getattr(body, "max_bytes", 0x7FFFFFFF),
                          isolation=FetchIsolation.HIGH_WATERMARK, partitions=partitions)
-    future, respond = answer_once(server.loop)
+    future, respond = answer_once(asyncio.get_running_loop())
 
-    server.replica_io.fetch_messages(params, server.now_ms(), respond)
+    replicas.replica_io.fetch_messages(params, replicas.now_ms(), respond)
 
     def finish(results: dict) -> ZeroCopyResponse:
         return _response(version, body, results)

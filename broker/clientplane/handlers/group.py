@@ -4,24 +4,22 @@ answered by the GroupCoordinator of the broker leading the group's __consumer_of
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
-from broker.config import Listener
-from broker.group.manager import OFFSETS_TOPIC
-from broker.group.metadata import JoinResult, OffsetAndMetadata
+from broker.clientplane.handlers.access import GroupAccess
 from broker.clientplane.handlers.common import NO_THROTTLE, answer_once, millis, response_module
 from broker.clientplane.network import Delayed
 from broker.clientplane.protocol.build import build
 from broker.clientplane.protocol.messages import Request
 from broker.clientplane.protocol.versions import ApiKey
+from broker.config import Listener
+from broker.group.manager import OFFSETS_TOPIC
+from broker.group.metadata import JoinResult, OffsetAndMetadata
 from zk.admin import AdminError, create_topic, live_broker_ids
-
-if TYPE_CHECKING:
-    from broker.server import KafkaServer
 
 log = logging.getLogger(__name__)
 
@@ -34,15 +32,15 @@ NO_OFFSET = -1
 OFFSETS_TOPIC_CONFIG = {"segment.bytes": "104857600"}
 
 
-async def ensure_offsets_topic(server: KafkaServer) -> ErrorCode:
+async def ensure_offsets_topic(groups: GroupAccess) -> ErrorCode:
     """Create __consumer_offsets with offsets.topic.num.partitions and offsets.topic.replication.factor,
     capped by the live brokers (Kafka 2.x refuses instead; a classroom cluster of one must work too).
     Clients are answered COORDINATOR_NOT_AVAILABLE meanwhile and retry."""
-    config = server.config
+    config = groups.config
     try:
-        live = await live_broker_ids(server.zk)
+        live = await live_broker_ids(groups.zk)
         replication = max(1, min(config.offsets_topic_replication_factor, len(live)))
-        await create_topic(server.zk, OFFSETS_TOPIC, config.offsets_topic_num_partitions, replication,
+        await create_topic(groups.zk, OFFSETS_TOPIC, config.offsets_topic_num_partitions, replication,
                            OFFSETS_TOPIC_CONFIG)
     except AdminError as exc:
         if exc.error_code != ErrorCode.topic_already_exists:
@@ -53,7 +51,7 @@ async def ensure_offsets_topic(server: KafkaServer) -> ErrorCode:
     return ErrorCode.coordinator_not_available
 
 
-async def handle_find_coordinator(server: KafkaServer, request: Request, listener: Listener):
+async def handle_find_coordinator(groups: GroupAccess, request: Request, listener: Listener):
     body = request.body
     module = response_module(ApiKey.FIND_COORDINATOR, request.header.api_version)
 
@@ -63,11 +61,11 @@ async def handle_find_coordinator(server: KafkaServer, request: Request, listene
 
     if getattr(body, "key_type", GROUP_KEY_TYPE) != GROUP_KEY_TYPE:
         return answer(ErrorCode.coordinator_not_available, "kafkasim has no transaction coordinator")
-    cache = server.metadata_cache
-    partition = server.group_manager.coordinator.partition_of(body.key)
+    cache = groups.metadata_cache
+    partition = groups.coordinator.partition_of(body.key)
     states = cache.topics().get(OFFSETS_TOPIC)
     if states is None:
-        return answer(await ensure_offsets_topic(server), f"{OFFSETS_TOPIC} is being created")
+        return answer(await ensure_offsets_topic(groups), f"{OFFSETS_TOPIC} is being created")
     state = next((s for s in states if s.partition == partition), None)
     leader = cache.live_brokers.get(state.leader) if state is not None else None
     endpoint = None if leader is None else next((e for e in leader.endpoints if e.listener == listener.name), None)
@@ -78,14 +76,14 @@ async def handle_find_coordinator(server: KafkaServer, request: Request, listene
 
 # --- membership ------------------------------------------------------------------------------------
 
-async def handle_join_group(server: KafkaServer, request: Request):
+async def handle_join_group(groups: GroupAccess, request: Request):
     body = request.body
     version = request.header.api_version
     module = response_module(ApiKey.JOIN_GROUP, version)
-    future, respond = answer_once(server.loop)
+    future, respond = answer_once(asyncio.get_running_loop())
     session_ms = millis(body.session_timeout)
     rebalance_ms = millis(getattr(body, "rebalance_timeout", -1))
-    server.group_manager.coordinator.handle_join_group(
+    groups.coordinator.handle_join_group(
         body.group_id, body.member_id, getattr(body, "group_instance_id", None),
         version >= FIRST_JOIN_VERSION_REQUIRING_MEMBER_ID, request.header.client_id or "", "",
         rebalance_ms, session_ms, body.protocol_type, [(p.name, p.metadata) for p in body.protocols],
@@ -103,11 +101,11 @@ async def handle_join_group(server: KafkaServer, request: Request):
     return Delayed(future, finish)
 
 
-async def handle_sync_group(server: KafkaServer, request: Request):
+async def handle_sync_group(groups: GroupAccess, request: Request):
     body = request.body
     module = response_module(ApiKey.SYNC_GROUP, request.header.api_version)
-    future, respond = answer_once(server.loop)
-    server.group_manager.coordinator.handle_sync_group(
+    future, respond = answer_once(asyncio.get_running_loop())
+    groups.coordinator.handle_sync_group(
         body.group_id, body.generation_id, body.member_id, {a.member_id: a.assignment for a in body.assignments},
         lambda error, assignment: respond((error, assignment)))
 
@@ -120,14 +118,14 @@ async def handle_sync_group(server: KafkaServer, request: Request):
     return Delayed(future, finish)
 
 
-async def handle_heartbeat(server: KafkaServer, request: Request):
+async def handle_heartbeat(groups: GroupAccess, request: Request):
     body = request.body
     module = response_module(ApiKey.HEARTBEAT, request.header.api_version)
-    error = server.group_manager.coordinator.handle_heartbeat(body.group_id, body.member_id, body.generation_id)
+    error = groups.coordinator.handle_heartbeat(body.group_id, body.member_id, body.generation_id)
     return build(module.HeartbeatResponse, throttle_time=NO_THROTTLE, error_code=error)
 
 
-async def handle_leave_group(server: KafkaServer, request: Request):
+async def handle_leave_group(groups: GroupAccess, request: Request):
     body = request.body
     version = request.header.api_version
     module = response_module(ApiKey.LEAVE_GROUP, version)
@@ -135,7 +133,7 @@ async def handle_leave_group(server: KafkaServer, request: Request):
         identities = [(m.member_id, m.group_instance_id) for m in body.members]
     else:
         identities = [(body.member_id, None)]
-    error, errors = server.group_manager.coordinator.handle_leave_group(
+    error, errors = groups.coordinator.handle_leave_group(
         body.group_id, [member_id for member_id, _ in identities])
     if version < FIRST_LEAVE_VERSION_WITH_MEMBERS and error == ErrorCode.none:
         error = errors[0]
@@ -148,11 +146,11 @@ async def handle_leave_group(server: KafkaServer, request: Request):
 
 # --- offsets -----------------------------------------------------------------------------------------
 
-async def handle_offset_commit(server: KafkaServer, request: Request):
+async def handle_offset_commit(groups: GroupAccess, request: Request):
     body = request.body
     module = response_module(ApiKey.OFFSET_COMMIT, request.header.api_version)
     now_wall = int(time.time() * 1000)
-    known = server.metadata_cache.partitions
+    known = groups.metadata_cache.partitions
     offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
     refused: dict[tuple[str, int], ErrorCode] = {}
     for topic in body.topics:
@@ -163,9 +161,9 @@ async def handle_offset_commit(server: KafkaServer, request: Request):
                 continue
             offsets[tp] = OffsetAndMetadata(p.committed_offset, getattr(p, "committed_leader_epoch", -1),
                                             p.committed_metadata or "", now_wall)
-    future, respond = answer_once(server.loop)
+    future, respond = answer_once(asyncio.get_running_loop())
     generation = getattr(body, "generation_id_or_member_epoch", -1)
-    server.group_manager.coordinator.handle_commit_offsets(body.group_id, getattr(body, "member_id", ""),
+    groups.coordinator.handle_commit_offsets(body.group_id, getattr(body, "member_id", ""),
                                                            generation, offsets, respond)
 
     def finish(results: dict[tuple[str, int], ErrorCode]):
@@ -183,12 +181,12 @@ async def handle_offset_commit(server: KafkaServer, request: Request):
     return Delayed(future, finish)
 
 
-async def handle_offset_fetch(server: KafkaServer, request: Request):
+async def handle_offset_fetch(groups: GroupAccess, request: Request):
     body = request.body
     version = request.header.api_version
     module = response_module(ApiKey.OFFSET_FETCH, version)
     wanted = None if body.topics is None else [(t.name, p) for t in body.topics for p in t.partition_indexes]
-    error, offsets = server.group_manager.coordinator.handle_fetch_offsets(body.group_id, wanted)
+    error, offsets = groups.coordinator.handle_fetch_offsets(body.group_id, wanted)
     if wanted is None:
         wanted = sorted(offsets)
     by_topic: dict[str, list] = {}
@@ -208,11 +206,11 @@ async def handle_offset_fetch(server: KafkaServer, request: Request):
 
 # --- admin -------------------------------------------------------------------------------------------
 
-async def handle_describe_groups(server: KafkaServer, request: Request):
+async def handle_describe_groups(groups: GroupAccess, request: Request):
     module = response_module(ApiKey.DESCRIBE_GROUPS, request.header.api_version)
     described = []
     for group_id in request.body.groups:
-        error, group = server.group_manager.coordinator.describe(group_id)
+        error, group = groups.coordinator.describe(group_id)
         members = ()
         state, protocol_type, protocol = "Dead", "", ""
         if group is not None:
@@ -232,9 +230,9 @@ async def handle_describe_groups(server: KafkaServer, request: Request):
     return build(module.DescribeGroupsResponse, throttle_time=NO_THROTTLE, groups=tuple(described))
 
 
-async def handle_list_groups(server: KafkaServer, request: Request):
+async def handle_list_groups(groups: GroupAccess, request: Request):
     module = response_module(ApiKey.LIST_GROUPS, request.header.api_version)
-    coordinator = server.group_manager.coordinator
+    coordinator = groups.coordinator
     error = ErrorCode.coordinator_load_in_progress if coordinator.loading_partitions else ErrorCode.none
     groups = tuple(build(module.ListedGroup, group_id=g.group_id, protocol_type=g.protocol_type or "")
                    for g in sorted(coordinator.list_groups(), key=lambda g: g.group_id))

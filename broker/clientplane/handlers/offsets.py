@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from kio.schema.errors import ErrorCode
 
+from broker.clientplane.handlers.access import ReplicaAccess
 from broker.clientplane.handlers.common import NO_THROTTLE, response_module
-from broker.log.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
-from broker.replication.partition import NO_EPOCH, Partition, PartitionError
 from broker.clientplane.protocol.build import build
 from broker.clientplane.protocol.messages import Request
 from broker.clientplane.protocol.versions import ApiKey
-
-if TYPE_CHECKING:
-    from broker.server import KafkaServer
+from broker.log.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from broker.replication.partition import NO_EPOCH, Partition, PartitionError
 
 NOT_FOUND = (-1, -1, NO_EPOCH)  # timestamp, offset, leader epoch
 
@@ -34,7 +30,7 @@ def offset_for_timestamp(partition: Partition, timestamp: int) -> tuple[int, int
     return found.timestamp, found.offset, NO_EPOCH if found.leader_epoch is None else found.leader_epoch
 
 
-async def handle_list_offsets(server: KafkaServer, request: Request):
+async def handle_list_offsets(replicas: ReplicaAccess, request: Request):
     version = request.header.api_version
     module = response_module(ApiKey.LIST_OFFSETS, version)
     topics = []
@@ -43,7 +39,7 @@ async def handle_list_offsets(server: KafkaServer, request: Request):
         for p in topic.partitions:
             error = ErrorCode.none
             try:
-                partition = server.replica_io.leader_partition((topic.name, p.partition_index))
+                partition = replicas.replica_io.leader_partition((topic.name, p.partition_index))
                 partition.check_leader_epoch(getattr(p, "current_leader_epoch", None))
                 timestamp, offset, epoch = offset_for_timestamp(partition, p.timestamp)
             except PartitionError as exc:
@@ -54,7 +50,7 @@ async def handle_list_offsets(server: KafkaServer, request: Request):
     return build(module.ListOffsetsResponse, throttle_time=NO_THROTTLE, topics=tuple(topics))
 
 
-async def handle_offset_for_leader_epoch(server: KafkaServer, request: Request):
+async def handle_offset_for_leader_epoch(replicas: ReplicaAccess, request: Request):
     """KIP-279: the largest epoch <= the one asked for, and where it ends, from the leader's epoch cache."""
     version = request.header.api_version
     module = response_module(ApiKey.OFFSET_FOR_LEADER_EPOCH, version)
@@ -63,7 +59,7 @@ async def handle_offset_for_leader_epoch(server: KafkaServer, request: Request):
         partitions = []
         for p in topic.partitions:
             try:
-                partition = server.replica_io.leader_partition((topic.topic, p.partition))
+                partition = replicas.replica_io.leader_partition((topic.topic, p.partition))
                 epoch, end_offset = partition.end_offset_for_epoch(getattr(p, "current_leader_epoch", None),
                                                                    p.leader_epoch)
                 error = ErrorCode.none

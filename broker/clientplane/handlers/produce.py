@@ -3,24 +3,22 @@ produce purgatory for the high watermark."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
-from broker.replication.delayed_ops import ProducePartitionStatus
-from broker.group.manager import OFFSETS_TOPIC
+from broker.clientplane.handlers.access import ReplicaAccess
 from broker.clientplane.handlers.common import NO_THROTTLE, answer_once, millis, response_module
-from broker.log.record_batch import CURRENT_MAGIC, HEADER_SIZE, MalformedBatch, check_batch_at, parse_header
 from broker.clientplane.network import CloseConnectionError, Delayed
-from broker.replication.partition import Partition
 from broker.clientplane.protocol.build import build
 from broker.clientplane.protocol.messages import Request
 from broker.clientplane.protocol.versions import ApiKey
-
-if TYPE_CHECKING:
-    from broker.server import KafkaServer
+from broker.group.manager import OFFSETS_TOPIC
+from broker.log.record_batch import CURRENT_MAGIC, HEADER_SIZE, MalformedBatch, check_batch_at, parse_header
+from broker.replication.delayed_ops import ProducePartitionStatus
+from broker.replication.partition import Partition
 
 log = logging.getLogger(__name__)
 ZSTD = 4
@@ -78,7 +76,7 @@ def check_idempotence(partition: Partition, records: bytes) -> ProducePartitionS
     return ProducePartitionStatus(decision.error_code, error_message=decision.message)
 
 
-async def handle_produce(server: KafkaServer, request: Request):
+async def handle_produce(replicas: ReplicaAccess, request: Request):
     body = request.body
     version = request.header.api_version
     entries: dict[tuple[str, int], bytes] = {}
@@ -95,14 +93,14 @@ async def handle_produce(server: KafkaServer, request: Request):
                 refused[tp] = problem
             else:
                 entries[tp] = data.records
-    future, respond = answer_once(server.loop)
+    future, respond = answer_once(asyncio.get_running_loop())
 
-    server.replica_io.append_records(entries, body.acks, millis(body.timeout), server.now_ms(), respond,
+    replicas.replica_io.append_records(entries, body.acks, millis(body.timeout), replicas.now_ms(), respond,
                                      check=check_idempotence)
 
     def finish(statuses: dict):
         statuses = {**refused, **statuses}
-        server.trace_produce(statuses, body.acks)
+        replicas.on_produce_answered(statuses, body.acks)
         if body.acks == 0:
             failed = [f"{t}-{p}: {s.error.name}" for (t, p), s in statuses.items() if s.error != ErrorCode.none]
             if failed:

@@ -1,0 +1,47 @@
+"""What each family of client-plane handlers may reach: the narrow collaborators the broker hands to
+KafkaApis, instead of the whole server. Adding a handler that needs more means adding it here, in view."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from broker.config import KafkaConfig
+from broker.group.coordinator import GroupCoordinator
+from broker.log.config import LogConfig
+from broker.metadata_cache import MetadataCache
+from broker.producer_id_manager import ProducerIdManager
+from broker.replication.replica_manager import ReplicaIO
+from zk.client import ZkClient
+
+
+@dataclass(frozen=True)
+class ReplicaAccess:
+    """Produce, Fetch, ListOffsets, OffsetForLeaderEpoch: the hosted replicas and the loop's clock."""
+
+    replica_io: ReplicaIO
+    now_ms: Callable[[], int]
+    on_produce_answered: Callable[[dict, int], None]  # (statuses by partition, acks): traced
+
+
+@dataclass(frozen=True)
+class GroupAccess:
+    """The group coordinator's requests, and FindCoordinator (which may create __consumer_offsets)."""
+
+    coordinator: GroupCoordinator
+    metadata_cache: MetadataCache
+    zk: ZkClient
+    config: KafkaConfig
+
+
+@dataclass(frozen=True)
+class AdminAccess:
+    """CreateTopics, DeleteTopics, DescribeConfigs, InitProducerId and auto-creation."""
+
+    broker_id: int
+    config: KafkaConfig
+    zk: ZkClient
+    metadata_cache: MetadataCache
+    log_defaults: LogConfig
+    is_controller: Callable[[], bool]
+    producer_ids: ProducerIdManager

@@ -1,0 +1,128 @@
+"""The one place a broker's replicas change role (Kafka's ReplicaManager.becomeLeaderOrFollower and
+stopReplicas): the controller's LeaderAndIsr and StopReplica are fenced and recorded by ReplicaManager,
+then applied here to the hosted Partition, the replica fetchers, the log and whoever listens for
+leadership (the group coordinator for __consumer_offsets)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Protocol
+
+from broker.replication.partition import LeadershipState, Partition
+from broker.replication.replica_fetcher import ReplicaFetcherManager
+from broker.replication.replica_log import ReplicaLog
+from broker.replication.replica_manager import ReplicaIO, ReplicaManager, ReplicaState, TopicPartition
+from clusterplane import cluster_pb2 as pb
+from traces import events as te
+from traces.writer import TraceWriter
+
+log = logging.getLogger(__name__)
+
+# (partition, is leader now): told after every role change, and with False when a replica stops here
+LeadershipListener = Callable[[TopicPartition, bool], None]
+
+
+class ReplicaLogs(Protocol):
+    """Where a replica's log comes from and goes to (the broker's LogService)."""
+
+    def ensure_log(self, state: ReplicaState) -> Awaitable[ReplicaLog]: ...
+
+    def delete(self, tp: TopicPartition) -> None: ...
+
+
+class RoleChangeManager:
+    def __init__(self, broker_id: int, replica_manager: ReplicaManager, replica_io: ReplicaIO,
+                 fetchers: ReplicaFetcherManager, logs: ReplicaLogs, trace: TraceWriter, *,
+                 replica_lag_time_max_ms: int, now_ms: Callable[[], int],
+                 checkpointed_high_watermark: Callable[[TopicPartition], int],
+                 inter_broker_listener_name: str, live_brokers: Callable[[], dict[int, pb.LiveBroker]]) -> None:
+        self.broker_id = broker_id
+        self.replica_manager = replica_manager
+        self.replica_io = replica_io
+        self.fetchers = fetchers
+        self.logs = logs
+        self.trace = trace
+        self.replica_lag_time_max_ms = replica_lag_time_max_ms
+        self.now_ms = now_ms
+        self.checkpointed_high_watermark = checkpointed_high_watermark
+        self.inter_broker_listener_name = inter_broker_listener_name
+        self.live_brokers = live_brokers
+        self._listeners: list[LeadershipListener] = []
+        self._cluster_endpoints: dict[int, str] = {}
+        replica_manager.on_role_change = self._trace_role
+
+    def add_leadership_listener(self, listener: LeadershipListener) -> None:
+        self._listeners.append(listener)
+
+    # --- where leaders are ------------------------------------------------------------------------------
+
+    def cluster_address(self, broker_id: int) -> str | None:
+        """host:port of a leader's cluster listener, as the controller last announced it (in LeaderAndIsr,
+        else in UpdateMetadata)."""
+        address = self._cluster_endpoints.get(broker_id)
+        if address is None and broker_id in self.live_brokers():
+            self.remember_endpoints([self.live_brokers()[broker_id]])
+            address = self._cluster_endpoints.get(broker_id)
+        return address
+
+    def remember_endpoints(self, brokers) -> None:
+        for broker in brokers:
+            for endpoint in broker.endpoints:
+                if endpoint.listener == self.inter_broker_listener_name:
+                    self._cluster_endpoints[broker.id] = f"{endpoint.host}:{endpoint.port}"
+
+    # --- LeaderAndIsr -----------------------------------------------------------------------------------
+
+    async def become_leader_or_follower(self, request: pb.LeaderAndIsrRequest) -> pb.LeaderAndIsrResponse:
+        self.remember_endpoints(request.live_leaders)
+        response = self.replica_manager.become_leader_or_follower(request)
+        for error in response.partition_errors:
+            tp = (error.topic, error.partition)
+            state = self.replica_manager.partitions.get(tp)
+            if error.error_code == 0 and state is not None:
+                await self._become(tp, state)
+        return response
+
+    async def _become(self, tp: TopicPartition, state: ReplicaState) -> None:
+        partition = self.replica_io.hosted.get(tp)
+        if partition is None:
+            replica_log = await self.logs.ensure_log(state)
+            partition = Partition(tp[0], tp[1], self.broker_id, replica_log, self.replica_lag_time_max_ms,
+                                  high_watermark=self.checkpointed_high_watermark(tp))
+            self.replica_io.attach(partition)
+        leadership = LeadershipState(state.leader, state.leader_epoch, tuple(state.isr), state.zk_version,
+                                     tuple(state.replicas), state.controller_epoch)
+        is_leader = state.is_leader(self.broker_id)
+        if is_leader:
+            self.fetchers.remove(tp)
+            partition.make_leader(leadership, self.now_ms())
+        else:
+            changed = partition.make_follower(leadership)
+            if changed or self.fetchers.fetch_state(tp) is None:
+                self.fetchers.add(partition)
+        self._tell(tp, is_leader)
+        self.replica_io.wake(tp, True)  # parked requests re-check: they may be answered NOT_LEADER now
+
+    # --- StopReplica ------------------------------------------------------------------------------------
+
+    def stop_replicas(self, request: pb.StopReplicaRequest) -> pb.StopReplicaResponse:
+        response = self.replica_manager.stop_replicas(request)
+        for part, error in zip(request.partitions, response.partition_errors, strict=False):
+            tp = (part.topic, part.partition)
+            if error.error_code == 0 and tp not in self.replica_manager.partitions:
+                self.fetchers.remove(tp)
+                self.replica_io.detach(tp)
+                self._tell(tp, False)
+            if part.delete_partition and error.error_code == 0:
+                self.logs.delete(tp)
+        return response
+
+    def _tell(self, tp: TopicPartition, is_leader: bool) -> None:
+        for listener in self._listeners:
+            listener(tp, is_leader)
+
+    def _trace_role(self, state: ReplicaState | None, tp: TopicPartition, role: str) -> None:
+        self.trace.emit(te.ReplicaRoleChanged, topic=tp[0], partition=tp[1], role=role,
+                        leader=state.leader if state else -1, leader_epoch=state.leader_epoch if state else -1,
+                        isr=state.isr if state else [], controller_epoch=state.controller_epoch if state else None)
