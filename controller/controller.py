@@ -11,7 +11,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
 from kazoo.protocol.states import EventType, WatchedEvent
 from kio.schema.errors import ErrorCode
 
@@ -25,7 +25,7 @@ from controller.topic_deletion import decide_topic_deletion
 from controller.zk_writes import MAX_IN_FLIGHT, FencedZkWriter
 from traces import events as te
 from traces.writer import TraceWriter
-from zk.client import CreateOp, MultiOpError, SetDataOp, ZkClient
+from zk.client import CreateOp, MultiOpError, SetDataOp, ZkClient, ZkUnavailableError
 from zk.znodes import (
     BrokerIdsZNode,
     BrokerIdZNode,
@@ -99,24 +99,42 @@ class KafkaController:
                 return
             try:
                 await self._process(event)
-            except ControllerMovedError as exc:
-                if self._writer is not None:
-                    self.trace.emit(te.ControllerWriteFenced, operation=type(event).__name__)
-                log.warning("controller %d was deposed while handling %s: %s", self.broker_id,
-                            type(event).__name__, exc)
-                await self._maybe_resign()
-            except Exception:
-                log.exception("controller %d failed handling %s", self.broker_id, type(event).__name__)
-                if self.is_active:
-                    # Kafka's answer to a failed controller event: move the controller so another
-                    # broker starts again from ZooKeeper's state.
-                    await self._resign("error while handling " + type(event).__name__)
-                    await self._delete_own_controller_znode()
+            except Exception as exc:
+                # The loop must outlive every event: a controller task that died here would leave this
+                # broker out of every later election (it did, once, after a session expired mid-event).
+                try:
+                    await self._recover(event, exc)
+                except Exception:
+                    log.exception("controller %d could not recover from a failed %s", self.broker_id,
+                                  type(event).__name__)
             finally:
                 if isinstance(event, ev.ControlledShutdown) and not event.reply.done():
                     event.reply.set_result((ErrorCode.unknown_server_error.value, []))
                 if self.on_state_change is not None:
                     self.on_state_change()
+
+    async def _recover(self, event: ev.ControllerEvent, exc: Exception) -> None:
+        name = type(event).__name__
+        if isinstance(exc, ControllerMovedError):
+            if self._writer is not None:
+                self.trace.emit(te.ControllerWriteFenced, operation=name)
+            log.warning("controller %d was deposed while handling %s: %s", self.broker_id, name, exc)
+            await self._maybe_resign()
+            return
+        log.error("controller %d failed handling %s", self.broker_id, name, exc_info=exc)
+        if not self.is_active:
+            if isinstance(event, ev.ControllerChange | ev.Reelect):
+                # The read that re-arms the /controller watch failed: without another try this broker would
+                # never hear of the controller's death.
+                self._retry_later(ev.Reelect())
+            return
+        # Kafka's answer to a failed controller event: move the controller so another broker starts again
+        # from ZooKeeper's state.
+        await self._resign("error while handling " + name)
+        await self._delete_own_controller_znode()
+
+    def _retry_later(self, event: ev.ControllerEvent, delay_s: float = 0.5) -> None:
+        asyncio.get_running_loop().call_later(delay_s, self.put, event)
 
     async def _process(self, event: ev.ControllerEvent) -> None:
         match event:
@@ -127,6 +145,10 @@ class KafkaController:
                 await self._elect()
             case ev.ControllerChange():
                 await self._maybe_resign()
+                if self.active_controller_id == -1:
+                    # kazoo reports a lost connection to every watch as an event of type NONE, and does not
+                    # restore watches: a deletion of /controller meanwhile shows up only as its absence.
+                    await self._elect()
             case ev.Expire():
                 self.active_controller_id = -1
                 await self._resign("ZooKeeper session expired")
@@ -196,7 +218,10 @@ class KafkaController:
             new_epoch_version = results[1].version
         except MultiOpError:
             self.active_controller_id = await self._read_active_controller()
-            return
+            adopted = await self._own_election_went_through(epoch + 1)
+            if adopted is None:
+                return
+            new_epoch_version = adopted
         self.active_controller_id = self.broker_id
         self.ctx = ControllerContext(epoch=epoch + 1, epoch_zk_version=new_epoch_version)
         self._writer = FencedZkWriter(self.zk, new_epoch_version)
@@ -204,6 +229,15 @@ class KafkaController:
         self.trace.emit(te.ControllerElected, epoch_zk_version=new_epoch_version)
         log.info("broker %d is the controller, epoch %d", self.broker_id, epoch + 1)
         await self._on_controller_failover()
+
+    async def _own_election_went_through(self, epoch: int) -> int | None:
+        """The epoch znode's version when our multi-op was applied although it reported failure: ZkClient sends
+        a request again after a lost connection, and the second try finds the first one's /controller
+        (Kafka's registerControllerAndIncrementControllerEpoch checks the same way)."""
+        if self.active_controller_id != self.broker_id:
+            return None
+        data, stat = await self.zk.get(ControllerEpochZNode.path)
+        return stat.version if ControllerEpochZNode.decode(data) == epoch else None
 
     async def _maybe_resign(self) -> None:
         was_active = self.is_active
@@ -230,6 +264,9 @@ class KafkaController:
                 await self.zk.delete(ControllerZNode.path, stat.version)
         except (NoNodeError, BadVersionError, ZNodeDecodeError):
             pass
+        except (KazooException, ZkUnavailableError) as exc:
+            # Without ZooKeeper the znode goes with the session, and another broker takes over then.
+            log.warning("controller %d could not delete its /controller: %r", self.broker_id, exc)
 
     # --- failover: load everything, then make every partition whole -------------------------------------
 

@@ -16,7 +16,7 @@ from enum import Enum
 from typing import Any
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError, RolledBackError
+from kazoo.exceptions import ConnectionLoss, KazooException, NodeExistsError, NoNodeError, RolledBackError
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import KazooState, WatchedEvent, ZnodeStat
 
@@ -222,6 +222,16 @@ class ZkClient:
         async_result.rawlink(lambda result: loop.call_soon_threadsafe(settle, result))
         return future
 
+    async def _request(self, send: Callable[[KazooClient], Any]) -> Any:
+        """Kafka's retryRequestsUntilConnected: a request lost with its connection is sent again. While kazoo
+        reconnects it queues requests, so the next try waits for the connection; an expired session or a
+        closed client ends the tries with its own error."""
+        while True:
+            try:
+                return await self._await(send(self._client()))
+            except ConnectionLoss:
+                await asyncio.sleep(0.05)
+
     def _watcher(self, handler: Callable[[WatchedEvent], Any] | None) -> Callable[[WatchedEvent], None] | None:
         """One stable wrapper per handler, so re-arming a watch does not stack duplicates in kazoo."""
         if handler is None:
@@ -242,7 +252,7 @@ class ZkClient:
 
     async def get(self, path: str, watch: Callable[[WatchedEvent], Any] | None = None
                   ) -> tuple[bytes, ZnodeStat]:
-        return await self._await(self._client().get_async(path, watch=self._watcher(watch)))
+        return await self._request(lambda kazoo: kazoo.get_async(path, watch=self._watcher(watch)))
 
     async def get_or_none(self, path: str, watch: Callable[[WatchedEvent], Any] | None = None
                           ) -> tuple[bytes, ZnodeStat] | tuple[None, None]:
@@ -254,10 +264,10 @@ class ZkClient:
             return None, None
 
     async def exists(self, path: str, watch: Callable[[WatchedEvent], Any] | None = None) -> ZnodeStat | None:
-        return await self._await(self._client().exists_async(path, watch=self._watcher(watch)))
+        return await self._request(lambda kazoo: kazoo.exists_async(path, watch=self._watcher(watch)))
 
     async def get_children(self, path: str, watch: Callable[[WatchedEvent], Any] | None = None) -> list[str]:
-        return await self._await(self._client().get_children_async(path, watch=self._watcher(watch)))
+        return await self._request(lambda kazoo: kazoo.get_children_async(path, watch=self._watcher(watch)))
 
     async def get_children_or_empty(self, path: str) -> list[str]:
         try:
@@ -267,7 +277,7 @@ class ZkClient:
 
     async def create(self, path: str, data: bytes = b"", *, ephemeral: bool = False,
                      sequence: bool = False, makepath: bool = False) -> str:
-        return await self._await(self._client().create_async(
+        return await self._request(lambda kazoo: kazoo.create_async(
             path, data, ephemeral=ephemeral, sequence=sequence, makepath=makepath))
 
     async def ensure_path(self, path: str) -> None:
@@ -277,27 +287,30 @@ class ZkClient:
             pass
 
     async def set(self, path: str, data: bytes, version: int = -1) -> ZnodeStat:
-        return await self._await(self._client().set_async(path, data, version))
+        return await self._request(lambda kazoo: kazoo.set_async(path, data, version))
 
     async def delete(self, path: str, version: int = -1, recursive: bool = False) -> None:
         if recursive:
             for child in await self.get_children(path):
                 await self.delete(f"{path}/{child}", recursive=True)
-        await self._await(self._client().delete_async(path, version))
+        await self._request(lambda kazoo: kazoo.delete_async(path, version))
 
     async def multi(self, ops: list[Op]) -> list[Any]:
         """All ops or none. Raises MultiOpError naming the op that ZooKeeper refused."""
-        transaction = self._client().transaction()
-        for op in ops:
-            if isinstance(op, CheckOp):
-                transaction.check(op.path, op.version)
-            elif isinstance(op, CreateOp):
-                transaction.create(op.path, op.data, ephemeral=op.ephemeral, sequence=op.sequence)
-            elif isinstance(op, SetDataOp):
-                transaction.set_data(op.path, op.data, op.version)
-            else:
-                transaction.delete(op.path, op.version)
-        results = await self._await(transaction.commit_async())
+        def commit(kazoo: KazooClient) -> Any:
+            transaction = kazoo.transaction()
+            for op in ops:
+                if isinstance(op, CheckOp):
+                    transaction.check(op.path, op.version)
+                elif isinstance(op, CreateOp):
+                    transaction.create(op.path, op.data, ephemeral=op.ephemeral, sequence=op.sequence)
+                elif isinstance(op, SetDataOp):
+                    transaction.set_data(op.path, op.data, op.version)
+                else:
+                    transaction.delete(op.path, op.version)
+            return transaction.commit_async()
+
+        results = await self._request(commit)
         for index, result in enumerate(results):
             if isinstance(result, Exception) and not isinstance(result, RolledBackError):
                 raise MultiOpError(index, result, ops)

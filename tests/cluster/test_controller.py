@@ -203,3 +203,31 @@ def test_a_broker_whose_session_expired_registers_again_with_a_new_epoch(cluster
     wait_until(lambda: {"expired", "new_session"} <= {e.state for e in cluster.traces(broker)
                                                       if isinstance(e, te.SessionStateChanged)}, 10,
                "the session expiry and the new session in the broker's trace")
+
+
+def test_after_the_old_controllers_session_expired_killing_the_new_controller_that_leads_still_fails_over(cluster):
+    """The sequence of a chaos run that once left the cluster without a controller: the controller's session
+    expires (it is paused past the session timeout), another broker takes over, and that one, also a
+    partition's leader, is killed with -9. A controller and a leader must follow every time."""
+    make_topic(cluster, "relay", 3, 3)
+    first = cluster.controller()
+    cluster.signal(first, signal.SIGSTOP)
+    try:
+        wait_until(lambda: first not in {b.broker_id for b in cluster.state(topics=[]).brokers},
+                   SESSION_S + 20, "the paused controller's session to expire")
+        second = wait_until(lambda: (c := cluster.controller()) not in (-1, first) and c, 20, "a new controller")
+    finally:
+        cluster.signal(first, signal.SIGCONT)
+    wait_until(lambda: first in {b.broker_id for b in cluster.state(topics=[]).brokers}, 20,
+               "the expired broker to register again")
+    led = wait_until(lambda: [p.partition for p in cluster.state(["relay"]).partitions if p.leader == second], 20,
+                     f"a partition led by broker {second}")
+    cluster.kill9(second)
+    state = wait_until(lambda: (s := cluster.state(["relay"])).controller_id not in (-1, second)
+                       and all(s.partition("relay", p).leader not in (-1, second) for p in led) and s,
+                       SESSION_S + 20, f"a controller and new leaders of {led} after killing broker {second}")
+    assert state.controller_epoch == 3
+    # both survivors still act on the controller's requests: each leads or follows with the new epoch
+    survivors = {b.broker_id for b in cluster.spec.brokers} - {second}
+    wait_until(lambda: all(set(p.isr) >= survivors for p in cluster.state(["relay"]).partitions), 30,
+               f"brokers {sorted(survivors)} in every ISR")
