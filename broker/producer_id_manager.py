@@ -44,6 +44,14 @@ class ProducerIdManager:
         self._block: ProducerIdBlock | None = None
         self._next_id = 0
 
+    async def start(self) -> None:
+        """Claim the first block at broker start-up, as Kafka does: a producer that starts while ZooKeeper is
+        away still gets its id from the block in hand."""
+        async with self._lock:
+            if self._block is None:
+                self._block = await self._claim_block()
+                self._next_id = self._block.block_start
+
     @property
     def current_block(self) -> ProducerIdBlock | None:
         return self._block

@@ -168,6 +168,7 @@ class KafkaServer:
         self.cluster_id = await get_or_create_cluster_id(self.zk)
         await self.log_service.startup()  # after ZooKeeper: each log opens with its topic's config
         self._checkpointed_high_watermarks = self.log_service.read_high_watermarks()
+        await self.producer_ids.start()
         await self._register()
         self.controller = KafkaController(
             self.broker_id, self.zk, self.trace, cluster_listener_name=self.config.inter_broker_listener_name,

@@ -93,11 +93,15 @@ def _parser() -> argparse.ArgumentParser:
     target.add_argument("broker_id", nargs="?", type=int)
     target.add_argument("--controller", action="store_true")
     target.add_argument("--leader-of", metavar="TOPIC/PARTITION")
+    target.add_argument("--zookeeper", action="store_true",
+                        help="the cluster's own ZooKeeper (the zk-down fault; `start --zookeeper` brings it back)")
     kill.add_argument("--signal", default="KILL", choices=sorted(SIGNALS))
     _docker_options(kill)
 
-    start = sub.add_parser("start", help="start a stopped broker of the cluster")
-    start.add_argument("broker_id", type=int)
+    start = sub.add_parser("start", help="start a stopped broker, or the cluster's ZooKeeper, again")
+    start_target = start.add_mutually_exclusive_group(required=True)
+    start_target.add_argument("broker_id", nargs="?", type=int)
+    start_target.add_argument("--zookeeper", action="store_true", help="the cluster's own ZooKeeper, with its data")
     _docker_options(start)
 
     for name, action in (("pause", "freeze a broker's container (docker pause)"),
@@ -200,6 +204,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def _dispatch(args: argparse.Namespace, data_dir: Path) -> int:
     if getattr(args, "docker", False):
+        if getattr(args, "zookeeper", False) is True:
+            raise ClusterError(f"kafkasim {args.command} --zookeeper acts on a cluster of `kafkasim up`; in compose, "
+                               f"`docker compose {'stop' if args.command == 'kill' else 'start'} zookeeper` does it")
         from cluster.docker_ops import run_docker_command
 
         return run_docker_command(args.command, args.project, data_dir / "docker", getattr(args, "broker_id", None),
@@ -242,9 +249,12 @@ def _down(_args: argparse.Namespace, data_dir: Path) -> int:
 
 
 def _start(args: argparse.Namespace, data_dir: Path) -> int:
-    from cluster.lifecycle import start_broker
+    from cluster.lifecycle import start_broker, start_zookeeper
 
-    start_broker(data_dir, args.broker_id)
+    if args.zookeeper:
+        start_zookeeper(data_dir)
+    else:
+        start_broker(data_dir, args.broker_id)
     return 0
 
 
@@ -332,6 +342,11 @@ def _topic(args: argparse.Namespace, data_dir: Path) -> int:
 def _kill(args: argparse.Namespace, data_dir: Path) -> int:
     from cluster import commands
 
+    if args.zookeeper:
+        from cluster.lifecycle import stop_zookeeper
+
+        stop_zookeeper(data_dir, SIGNALS[args.signal])
+        return 0
     spec = ClusterLayout(data_dir).load()
     return asyncio.run(commands.kill(data_dir, spec, args.broker_id, args.controller, args.leader_of,
                                      SIGNALS[args.signal]))

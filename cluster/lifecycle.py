@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -145,3 +146,32 @@ async def _broker_epochs(zk_connect: str) -> dict[int, int]:
 async def _controller_id(zk_connect: str) -> int:
     async with connected(zk_connect, connection_timeout_ms=3000) as zk:
         return (await read_cluster_state(zk, topics=[])).controller_id
+
+
+def stop_zookeeper(data_dir: Path, signum: int = signal.SIGKILL, say: Say = print) -> None:
+    """The zk-down fault: the cluster's own ZooKeeper dies (kill -9 unless told otherwise). Its data directory
+    stays, so a start brings back every znode and every session it had granted, as a restarted ensemble does."""
+    layout = ClusterLayout(data_dir)
+    spec = layout.load()
+    if spec.external_zookeeper:
+        raise ClusterError(f"this cluster uses an external ZooKeeper ({spec.zookeeper}); kafkasim stops only the "
+                           "ZooKeeper it started itself")
+    pid = layout.zookeeper_pid().read()
+    if pid is None:
+        raise ClusterError(f"the ZooKeeper of {data_dir} is not running")
+    record_fault(data_dir / TOOLS_TRACE_FILE, "zk-stop", f"zookeeper (pid {pid})",
+                 detail=f"signal {signal.Signals(signum).name}")
+    stop_process(layout.zookeeper_pid(), 10.0, signum)
+    say(f"ZooKeeper (pid {pid}) stopped with {signal.Signals(signum).name}")
+
+
+def start_zookeeper(data_dir: Path, say: Say = print) -> None:
+    """ZooKeeper back on its old port with its old data, after `stop_zookeeper`."""
+    layout = ClusterLayout(data_dir)
+    spec = layout.load()
+    if spec.external_zookeeper:
+        raise ClusterError(f"this cluster uses an external ZooKeeper ({spec.zookeeper}); start it yourself")
+    port = int(spec.zookeeper.rsplit(":", 1)[1].split("/", 1)[0])
+    server = spawn_zookeeper(layout, port, spec.tick_time_ms)
+    record_fault(data_dir / TOOLS_TRACE_FILE, "zk-start", f"zookeeper (pid {layout.zookeeper_pid().read()})")
+    say(f"ZooKeeper started again on {server.connect}")

@@ -1,0 +1,123 @@
+"""zk-down: the cluster's ZooKeeper is killed for longer than a session timeout and started again on its
+data. Leaders keep taking acks=all writes from the ISR they have, nothing is decided that cannot be
+written, and once ZooKeeper is back the cluster is whole again with every acknowledged value readable."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from cluster.lifecycle import down, start_zookeeper, stop_zookeeper, up
+from cluster.processes import ClusterLayout, PidFile
+from tests.cluster.test_controller import make_topic
+from tests.harness import RunningCluster, wait_until
+
+pytestmark = [pytest.mark.processes, pytest.mark.slow, pytest.mark.chaos, pytest.mark.timeout(300)]
+
+TOPIC = "steady"
+SESSION_S = 2.0  # classroom profile
+
+
+@pytest.fixture
+def own_zookeeper_cluster(tmp_path: Path):
+    data_dir = tmp_path / "cluster"
+    try:
+        spec = up(data_dir, brokers=3, profile="classroom", base_port=0,
+                  overrides={"min.insync.replicas": "2"}, say=lambda _: None)
+        yield RunningCluster(data_dir, spec, spec.zookeeper)
+    finally:
+        try:
+            down(data_dir, say=lambda _: None, timeout_s=10)
+        finally:
+            for pid_path in [*data_dir.glob("broker-*/broker.pid"), data_dir / "zookeeper/zookeeper.pid"]:
+                if (pid := PidFile(pid_path).read()) is not None:
+                    os.killpg(pid, signal.SIGKILL)
+
+
+def produce(bootstrap: str, values: list[str]) -> dict[str, tuple[int, int]]:
+    """acks=all; every value must be acknowledged. Returns value -> (partition, offset)."""
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+                         "linger.ms": 5, "message.timeout.ms": 20000})
+    acked, failed = {}, []
+
+    def on_delivery(err, msg):
+        if err is None:
+            acked[msg.value().decode()] = (msg.partition(), msg.offset())
+        else:
+            failed.append((msg.value().decode(), str(err)))
+
+    for i, value in enumerate(values):
+        producer.produce(TOPIC, value=value.encode(), partition=i % 3, on_delivery=on_delivery)
+    assert producer.flush(30) == 0
+    assert not failed, f"writes failed: {failed[:5]}"
+    return acked
+
+
+def read_all(bootstrap: str, partitions: int) -> list[str]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused", "enable.auto.commit": False})
+    try:
+        ends = {p: consumer.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=10)[1] for p in range(partitions)}
+        consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(partitions)])
+        seen, deadline = [], time.monotonic() + 30
+        positions = dict.fromkeys(range(partitions), 0)
+        while any(positions[p] < ends[p] for p in ends) and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                seen.append(message.value().decode())
+                positions[message.partition()] = message.offset() + 1
+        return seen
+    finally:
+        consumer.close()
+
+
+def test_leaders_keep_serving_while_zookeeper_is_down_and_the_cluster_converges_after(own_zookeeper_cluster):
+    cluster = own_zookeeper_cluster
+    make_topic(cluster, TOPIC, 3, 3)
+    bootstrap = cluster.spec.bootstrap_servers
+    before = cluster.state([TOPIC])
+    acked = produce(bootstrap, [f"before-{i}" for i in range(300)])
+    # Reading once creates __consumer_offsets (librdkafka looks up a coordinator for any group.id). Creating a
+    # topic needs ZooKeeper: during the outage that lookup would wait for it, and the fetches behind it on
+    # the same connection with it, since a broker answers a connection's requests in order (as Kafka does).
+    assert sorted(read_all(bootstrap, 3)) == sorted(acked)
+    wait_until(lambda: (p := cluster.state(["__consumer_offsets"]).partitions) and all(q.leader >= 0 for q in p), 30,
+               "__consumer_offsets to have leaders")
+
+    stop_zookeeper(cluster.data_dir, say=lambda _: None)
+    down_since = time.monotonic()
+    during = produce(bootstrap, [f"during-{i}" for i in range(300)])
+    assert {p for p, _ in during.values()} == {0, 1, 2}
+    # outlast a session timeout: a ZooKeeper that was up would have expired every broker's session by now
+    time.sleep(max(0.0, 2 * SESSION_S - (time.monotonic() - down_since)))
+    assert sorted(read_all(bootstrap, 3)) == sorted([*acked, *during])
+
+    start_zookeeper(cluster.data_dir, say=lambda _: None)
+    after = wait_until(lambda: (s := cluster.state([TOPIC])).controller_id != -1 and len(s.brokers) == 3
+                       and all(p.leader >= 0 and sorted(p.isr) == sorted(p.replicas) for p in s.partitions) and s,
+                       SESSION_S + 30, "one controller, three brokers and full ISRs once ZooKeeper is back")
+    # ZooKeeper restored the sessions it had granted, so nobody's expired: nothing was elected meanwhile
+    for partition in before.partitions:
+        now = after.partition(TOPIC, partition.partition)
+        assert (now.leader, now.leader_epoch) == (partition.leader, partition.leader_epoch)
+    later = produce(bootstrap, [f"after-{i}" for i in range(100)])
+    assert sorted(read_all(bootstrap, 3)) == sorted([*acked, *during, *later])
+
+
+def test_kill_and_start_zookeeper_from_the_command_line(own_zookeeper_cluster):
+    cluster = own_zookeeper_cluster
+    layout = ClusterLayout(cluster.data_dir)
+    kafkasim = [sys.executable, "-m", "cluster.cli", "--data-dir", str(cluster.data_dir)]
+    killed = subprocess.run([*kafkasim, "kill", "--zookeeper"], capture_output=True, text=True, timeout=60)
+    assert killed.returncode == 0, killed.stderr
+    assert layout.zookeeper_pid().read() is None
+    started = subprocess.run([*kafkasim, "start", "--zookeeper"], capture_output=True, text=True, timeout=60)
+    assert started.returncode == 0, started.stderr
+    assert layout.zookeeper_pid().read() is not None
+    wait_until(lambda: cluster.state(topics=[]).controller_id != -1, 30, "a controller after the restart")
+    faults = (cluster.data_dir / "tools-trace.jsonl").read_text()
+    assert '"action":"zk-stop"' in faults and '"action":"zk-start"' in faults
