@@ -12,6 +12,7 @@ from typing import Any
 from dataclasses import dataclass
 from pathlib import Path
 
+import javaproperties
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from broker.replication.truncation import TruncationRule
@@ -66,21 +67,13 @@ def parse_listeners(value: str, property_name: str) -> list[Listener]:
 
 
 def parse_properties(text: str) -> dict[str, str]:
-    """Java .properties: key=value, key: value or key value; # and ! comments; \\ continues a line."""
-    props: dict[str, str] = {}
-    pending = ""
-    for raw in text.splitlines():
-        line = pending + raw.strip()
-        pending = ""
-        if not line or line[0] in "#!":
-            continue
-        if line.endswith("\\") and not line.endswith("\\\\"):
-            pending = line[:-1]
-            continue
-        cut = min((i for i in (line.find("="), line.find(":"), line.find(" ")) if i >= 0), default=len(line))
-        key, value = line[:cut].strip(), line[cut + 1:].strip()
-        props[key] = value
-    return props
+    """Java .properties text (java.util.Properties.load's rules) as a dict; raises ConfigError when unreadable."""
+    try:
+        props = javaproperties.loads(text)
+    except javaproperties.InvalidUEscapeError as exc:
+        raise ConfigError(f"{exc}: write a character as \\u and four hex digits") from None
+    # Kafka's ConfigDef trims every value before parsing it, so "broker.id=3 " is broker 3 there too
+    return {key: value.strip() for key, value in props.items()}
 
 
 class KafkaConfig(BaseModel):
@@ -240,10 +233,17 @@ class KafkaConfig(BaseModel):
     @classmethod
     def from_file(cls, path: Path, overrides: dict[str, str] | None = None) -> KafkaConfig:
         try:
-            text = path.read_text()
+            # Java reads Latin-1 and writers escape the rest as \uXXXX (kafkasim's do); UTF-8 also takes
+            # a file typed by hand with non-ASCII characters, and reads the escaped files the same way
+            props = parse_properties(path.read_text(encoding="utf-8"))
         except OSError as exc:
             raise ConfigError(f"cannot read {path}: {exc.strerror}") from None
-        return cls.from_properties({**parse_properties(text), **(overrides or {})}, str(path))
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"cannot read {path}: byte {exc.start} is not UTF-8; write other characters "
+                              "as \\uXXXX") from None
+        except ConfigError as exc:
+            raise ConfigError(f"cannot read {path}: {exc}") from None
+        return cls.from_properties({**props, **(overrides or {})}, str(path))
 
     def describe(self) -> str:
         lines = [f"kafkasim broker {self.broker_id}, profile {self.profile}"]

@@ -20,6 +20,8 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+import javaproperties
+
 # Variables of the Confluent images (and kafkasim's own) that configure the process, not the broker.
 NOT_PROPERTIES = frozenset({
     "KAFKA_VERSION", "KAFKA_HEAP_OPTS", "KAFKA_OPTS", "KAFKA_JMX_OPTS", "KAFKA_JMX_PORT", "KAFKA_JMX_HOSTNAME",
@@ -48,16 +50,17 @@ def properties_from_env(env: Mapping[str, str]) -> dict[str, str]:
     return props
 
 
-def render_properties(props: Mapping[str, str]) -> str:
-    return "".join(f"{key}={value}\n" for key, value in sorted(props.items()))
+def render_properties(props: Mapping[str, str], comment: str | None = None) -> str:
+    return javaproperties.dumps(props, comments=comment, timestamp=False, sort_keys=True)
 
 
 def write_config(env: Mapping[str, str]) -> Path:
     """The properties are written to a file the broker reads, so ``docker exec ... cat`` shows what it runs with."""
     path = Path(env.get("KAFKASIM_CONFIG_FILE", DEFAULT_CONFIG_FILE))
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("# written from the container's KAFKA_* and KAFKASIM_* environment\n"
-                    + render_properties(properties_from_env(env)))
+    path.write_text(render_properties(properties_from_env(env),
+                                      " written from the container's KAFKA_* and KAFKASIM_* environment"),
+                    encoding="latin-1")
     return path
 
 

@@ -15,6 +15,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import javaproperties
 import psutil
 
 from zk.server import ZooKeeperServer, free_port, port_is_free
@@ -176,9 +177,11 @@ def broker_properties(spec: ClusterSpec, broker: BrokerSpec, layout: ClusterLayo
 
 def write_properties(path: Path, props: dict[str, str]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    lines = ["# written by kafkasim up; Kafka broker property names"]
-    lines += [f"{key}={value}" for key, value in props.items()]
-    path.write_text("\n".join(lines) + "\n")
+    # dumps escapes what Properties.load would misread (separators, #, backslashes, newlines, non-ASCII
+    # as \uXXXX), so the file is ASCII and Kafka's own Latin-1 reader takes it too
+    text = javaproperties.dumps(props, comments=" written by kafkasim up; Kafka broker property names",
+                                timestamp=False)
+    path.write_text(text, encoding="latin-1")
 
 
 def spawn_broker(layout: ClusterLayout, broker_id: int) -> int:

@@ -10,6 +10,8 @@
 # A base image that already exists (pulled, or built before) is used as it is. Each image is labelled with
 # a hash of its inputs and is not built again while they are unchanged; --force rebuilds everything.
 # debootstrap's downloads and the root tarballs are kept in $KAFKASIM_IMAGE_CACHE (/var/cache/kafkasim).
+# A first run takes minutes, so debootstrap and docker build report one line per stage or step on stderr
+# (and a "still at" line in a long one); a build that fails prints its whole output.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -24,6 +26,51 @@ kafkasim_image=${KAFKASIM_IMAGE:-kafkasim/kafkasim:latest}
 zookeeper_image=kafkasim/zookeeper:latest
 
 log() { printf '[build-images %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+
+# follow LABEL LOG: a long command's output (stdin) goes whole to LOG, and to the terminal one line per step
+# (docker build's "Step N/M", BuildKit's "#N [k/m]", a change of debootstrap's "I: <stage>") with the seconds
+# since the start, plus a "still at" line when nothing was shown for 30 s: a build takes minutes, and
+# silence looks like a hang. The caller shows LOG in full when the command fails.
+follow() {
+  local label=$1 out=$2 start=$SECONDS shown=$SECONDS line="" partial="" status step="" stage="" text words
+  local legacy='^Step ([0-9]+/[0-9]+) : (.*)$' buildkit='^#[0-9]+ \[([^]]+)\] (.*)$' debootstrap='^I: ([A-Za-z]+)'
+  : > "$out"
+  while true; do
+    status=0
+    IFS= read -r -t 5 line || status=$?
+    if [ "$status" -gt 128 ]; then
+      partial+=$line  # read timed out inside a line: keep its start for the next read
+    else
+      [ "$status" -ne 0 ] && [ -z "$partial$line" ] && break
+      line=$partial$line
+      partial=""
+      printf '%s\n' "$line" >> "$out"
+      text=""
+      if [[ $line =~ $legacy ]]; then
+        text="step ${BASH_REMATCH[1]}: ${BASH_REMATCH[2]}"
+      elif [[ $line =~ $buildkit ]]; then
+        text="[${BASH_REMATCH[1]}] ${BASH_REMATCH[2]}"
+      elif [[ $line =~ $debootstrap ]] && [ "${BASH_REMATCH[1]/Validating/Retrieving}" != "$stage" ]; then
+        stage=${BASH_REMATCH[1]/Validating/Retrieving}  # it alternates the two for every package
+        text=${line#I: }
+      fi
+      read -ra words <<< "$text"  # a Dockerfile's continued lines leave runs of blanks
+      text="${words[*]}"
+      [ ${#text} -gt 110 ] && text="${text:0:107}..."
+      if [ -n "$text" ] && [ "$text" != "$step" ]; then  # BuildKit repeats a step's header as output resumes
+        step=$text
+        log "$label $text (+$(( SECONDS - start )) s)"
+        shown=$SECONDS
+      fi
+      [ "$status" -ne 0 ] && break  # the last line had no newline
+    fi
+    if [ $(( SECONDS - shown )) -ge 30 ]; then
+      log "$label still at: ${step:-the start} (+$(( SECONDS - start )) s)"
+      shown=$SECONDS
+    fi
+  done
+  return 0
+}
 
 docker info >/dev/null 2>&1 || { echo "error: the Docker engine is not reachable (is dockerd running?)" >&2; exit 1; }
 
@@ -65,8 +112,9 @@ base_image() {
     # shellcheck disable=SC2064
     trap "rm -rf '$root'" EXIT
     log "debootstrap $suite with $packages (downloads kept in $cache/debs)"
-    debootstrap --variant=minbase --cache-dir="$cache/debs" --include="$packages" "$suite" "$root" "$mirror" \
-      > "$cache/debootstrap-$key.log" 2>&1 || { tail -20 "$cache/debootstrap-$key.log" >&2; exit 1; }
+    debootstrap --variant=minbase --cache-dir="$cache/debs" --include="$packages" "$suite" "$root" "$mirror" 2>&1 \
+      | follow "debootstrap $tag:" "$cache/debootstrap-$key.log" \
+      || { tail -20 "$cache/debootstrap-$key.log" >&2; exit 1; }
     # The certificate authorities this host adds to Debian's (a TLS-inspecting proxy's, say) are trusted
     # in the local base too, so pip in the build reaches PyPI the way the host does.
     if [ -x "$root/usr/sbin/update-ca-certificates" ] && compgen -G "/usr/local/share/ca-certificates/*.crt" >/dev/null; then
@@ -96,8 +144,20 @@ build() {
   fi
   log "building $tag on $base"
   remember "$tag"
-  docker build -q -t "$tag" -f "$dockerfile" --build-arg "BASE_IMAGE=$base" --label "kafkasim.inputs=$hash" \
-    "$context" >/dev/null
+  local out status=0 start=$SECONDS
+  out=$(mktemp)
+  # BUILDKIT_PROGRESS: BuildKit's plain lines (one per step) instead of its redrawn screen; the legacy
+  # builder ignores it and prints "Step N/M" lines anyway
+  BUILDKIT_PROGRESS=plain docker build -t "$tag" -f "$dockerfile" --build-arg "BASE_IMAGE=$base" \
+    --label "kafkasim.inputs=$hash" "$context" 2>&1 | follow "$tag" "$out" || status=$?
+  if [ "$status" -ne 0 ]; then
+    cat "$out" >&2
+    rm -f "$out"
+    echo "error: docker build of $tag failed (exit $status); its whole output is above" >&2
+    exit "$status"
+  fi
+  rm -f "$out"
+  log "$tag built in $(( SECONDS - start )) s"
 }
 
 # inputs_hash FILES...: the contents and names of every file the build copies, plus the base image's id

@@ -94,6 +94,12 @@ class TraceWriter:
             if closing and not self._buffer:
                 return
 
+    # Not logging.handlers.RotatingFileHandler, though its names (trace.jsonl.1 ...) are the same: it flushes
+    # every record where this flushes once per batch, and checks the size with two stats and a seek per
+    # record where this counts in memory; it counts characters, not bytes, so non-ASCII lines overrun the
+    # limit; a line bigger than the limit rotates an empty file and pushes out a real backup; and
+    # backupCount=0 means "never rotate" (an unbounded file) where backups=0 here means "keep no backups".
+    # The buffer, the linger and the drop count stay here either way (QueueHandler does none of them).
     def _write(self, lines: list[str]) -> None:
         for line in lines:  # rotation happens between whole lines, never inside one
             size = len(line.encode()) + 1

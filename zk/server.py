@@ -16,6 +16,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import javaproperties
+
 ZOOKEEPER_JAR = Path(os.environ.get("KAFKASIM_ZOOKEEPER_JAR", "/usr/share/java/zookeeper.jar"))
 MAIN_CLASS = "org.apache.zookeeper.server.ZooKeeperServerMain"
 
@@ -102,19 +104,20 @@ class ZooKeeperServer:
                 f"port {self.host}:{self.port} is already in use: stop what holds it or choose another "
                 "ZooKeeper port (--zookeeper-port, or 0 for any free port)")
         (self.data_dir / "data").mkdir(parents=True, exist_ok=True)
-        self.config_path.write_text("\n".join([
-            f"tickTime={self.tick_time_ms}",
-            f"dataDir={self.data_dir / 'data'}",
-            f"clientPort={self.port}",
-            f"clientPortAddress={self.host}",
-            f"minSessionTimeout={2 * self.tick_time_ms}",
-            "maxSessionTimeout=60000",
-            "maxClientCnxns=0",
+        # ZooKeeper reads zoo.cfg with java.util.Properties (Latin-1, backslash escapes): a data directory
+        # with non-ASCII characters or backslashes must be escaped the way Properties.load expects
+        self.config_path.write_text(javaproperties.dumps({
+            "tickTime": str(self.tick_time_ms),
+            "dataDir": str(self.data_dir / "data"),
+            "clientPort": str(self.port),
+            "clientPortAddress": self.host,
+            "minSessionTimeout": str(2 * self.tick_time_ms),
+            "maxSessionTimeout": "60000",
+            "maxClientCnxns": "0",
             # the embedded Jetty admin server would take port 8080; nobody here needs it
-            "admin.enableServer=false",
-            "4lw.commands.whitelist=ruok,srvr,stat,mntr,cons",
-            "",
-        ]))
+            "admin.enableServer": "false",
+            "4lw.commands.whitelist": "ruok,srvr,stat,mntr,cons",
+        }, timestamp=False), encoding="latin-1")
         return self.config_path
 
     def command(self) -> list[str]:

@@ -13,6 +13,40 @@ def test_properties_parser_handles_separators_comments_and_continuations():
                      "listeners": "PLAINTEXT://127.0.0.1:9092,CLUSTER://127.0.0.1:9192"}
 
 
+
+def test_a_file_with_continuations_and_unicode_escapes_reads_as_java_reads_it(tmp_path):
+    path = tmp_path / "server.properties"
+    path.write_text("broker.id = 4\n"
+                    "zookeeper.connect=127.0.0.1:2181\\\n"
+                    "    /caf\\u00e9\n"
+                    "broker.rack:rack\\u00e9 \\\n"
+                    "  \t  west\n"
+                    "log.dirs   /data/a\\ b\n", encoding="latin-1")
+    config = KafkaConfig.from_file(path)
+    assert config.broker_id == 4
+    assert config.zookeeper_connect == "127.0.0.1:2181/café"
+    assert config.broker_rack == "racké west"
+    assert config.log_dirs == "/data/a b"
+
+
+def test_values_are_trimmed_like_kafkas_config_def():
+    assert parse_properties("broker.id=3 \t\nlog.dirs=\\ /a\n") == {"broker.id": "3", "log.dirs": "/a"}
+
+
+def test_an_unreadable_escape_fails_with_the_file_named(tmp_path):
+    path = tmp_path / "server.properties"
+    path.write_text("broker.id=1\nbroker.rack=r\\u00zz\n")
+    with pytest.raises(ConfigError, match=r"cannot read .*server\.properties: Invalid \\u escape.*\\u00zz"):
+        KafkaConfig.from_file(path)
+
+
+def test_a_bad_value_in_a_file_names_the_property_and_the_file(tmp_path):
+    path = tmp_path / "server.properties"
+    path.write_text("broker.id=one\nzookeeper.connect=127.0.0.1:2181\n")
+    with pytest.raises(ConfigError, match=r"server\.properties is not a usable broker configuration:\n  broker\.id"):
+        KafkaConfig.from_file(path)
+
+
 def test_kafka_defaults():
     config = KafkaConfig.from_properties(BASE)
     assert config.zookeeper_session_timeout_ms == 18000

@@ -131,6 +131,7 @@ def test_unreachable_zookeeper_is_retried_then_fails_with_a_message(tmp_path):
 
 @pytest.mark.parametrize("props, message", [
     ({"zookeeper.connect": "127.0.0.1:1"}, "broker.id: is required"),
+    ({"broker.id": "one", "zookeeper.connect": "127.0.0.1:1"}, "broker.id: Input should be a valid integer"),
     ({"broker.id": "1", "zookeeper.connect": "127.0.0.1:1", "listeners": "PLAINTEXT://127.0.0.1:1"},
      "listeners must include the cluster-plane listener CLUSTER"),
 ])
