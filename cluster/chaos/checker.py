@@ -299,6 +299,7 @@ def _lost_and_unseen(sends: dict[str, Send], observations: list[Observation],
             best = highest_polled.get((o.topic, o.partition))
             if best is None or o.offset > best.offset:
                 highest_polled[(o.topic, o.partition)] = o
+    final_values = {tp: set(records.values()) for tp, (_, records) in final_logs.items()}
     for send in sorted(sends.values(), key=_send_order):
         if send.outcome != "ok" or send.value in polled or send.partition is None:
             continue
@@ -306,10 +307,9 @@ def _lost_and_unseen(sends: dict[str, Send], observations: list[Observation],
         fields = {"topic": send.topic, "partition": send.partition, "values": (send.value,),
                   "offsets": () if send.offset is None else (send.offset,), "process": send.process}
         if tp in final_logs:
-            log_start, records = final_logs[tp]
-            if send.offset is not None and send.offset < log_start:
+            if send.offset is not None and send.offset < final_logs[tp][0]:
                 continue  # deleted by retention, which is no loss
-            if send.value not in records.values():
+            if send.value not in final_values[tp]:
                 anomalies.add("lost-write", ops=(send.index,), **fields,
                               detail="acknowledged, never polled, and in no replica's log after healing")
             continue
