@@ -255,6 +255,7 @@ class Recorder:
 
 # The broker refused these before appending (or the client never sent the record): the write did not happen,
 # provided no earlier attempt of the same send reached a broker, which only a client without retries knows.
+# KAFKA_STORAGE_ERROR is not here: a failing disk (disk-full) may have taken part of the batch.
 REJECTED_BEFORE_APPEND = frozenset({
     "NOT_ENOUGH_REPLICAS", "NOT_LEADER_OR_FOLLOWER", "NOT_LEADER_FOR_PARTITION", "UNKNOWN_TOPIC_OR_PARTITION",
     "MESSAGE_TOO_LARGE", "RECORD_LIST_TOO_LARGE", "CORRUPT_MESSAGE", "INVALID_RECORD", "INVALID_TIMESTAMP",
