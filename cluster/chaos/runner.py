@@ -1,0 +1,215 @@
+"""`kafkasim chaos run`: start a cluster, run the recorded workload, apply the seed's nemesis schedule, heal,
+let the cluster settle, read every replica's log, check, and write the run's folder:
+
+    results.json      the verdict, counts per anomaly, examples with their operations, availability
+    operations.jsonl  every client operation, invoke and completion
+    nemesis.jsonl     every fault start and stop, on the same clocks
+    schedule.json     the steps the seed gave (same seed, same steps)
+    final-reads.json  every replica's records after settling
+    cluster/          the cluster's data, traces and logs (for `kafkasim traces collect` and `analyze`)
+    *.png             acknowledged throughput and latency over time with faults shaded, offsets per partition
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from cluster.admin import read_cluster_state
+from cluster.chaos.checker import CheckResult, check
+from cluster.chaos.history import (
+    FINAL_READS_FILE,
+    NEMESIS_FILE,
+    OPERATIONS_FILE,
+    FinalReads,
+    JsonLinesWriter,
+    Recorder,
+    read_nemesis,
+    read_operations,
+)
+from cluster.chaos.plots import write_plots
+from cluster.chaos.nemesis import Nemesis, NemesisError, unsupported_kinds
+from cluster.chaos.schedule import NemesisStep, ScheduleSettings, nemesis_schedule
+from cluster.chaos.workload import Workload, WorkloadSettings
+from cluster.final_logs import broker_records
+from cluster.lifecycle import down, up
+from cluster.processes import ClusterError, ClusterLayout
+from zk.admin import create_topic
+from zk.client import connected
+
+RESULTS_FILE = "results.json"
+SCHEDULE_FILE = "schedule.json"
+EXIT_VALID, EXIT_INVALID, EXIT_ERROR = 0, 1, 2
+
+
+@dataclass
+class ChaosSettings:
+    seed: int
+    duration_s: float = 60.0
+    nemesis: tuple[str, ...] = ("kill", "pause", "controller", "bounce", "zk-down")
+    brokers: int = 3
+    overrides: dict[str, str] = field(default_factory=lambda: {
+        "min.insync.replicas": "2", "unclean.leader.election.enable": "false"})
+    workload: WorkloadSettings = field(default_factory=WorkloadSettings)
+    schedule: ScheduleSettings = field(default_factory=ScheduleSettings)
+    settle_s: float = 90.0
+    profile: str = "classroom"
+
+
+@dataclass
+class ChaosRun:
+    out: Path
+    result: CheckResult
+    steps: list[NemesisStep]
+    ops_per_s: float
+    heal_to_settled_s: float | None
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_VALID if self.result.valid else EXIT_INVALID
+
+
+def run_chaos(settings: ChaosSettings, out: Path, say: Callable[[str], None] = print) -> ChaosRun:
+    """One seeded run in ``out`` (created; must not hold an earlier run). Raises ClusterError on trouble of its
+    own (the cluster would not start, a fault could not be applied); anomalies are in the result instead."""
+    if (out / RESULTS_FILE).exists() or (out / OPERATIONS_FILE).exists():
+        raise ClusterError(f"{out} already holds a chaos run: choose another --out")
+    steps = nemesis_schedule(settings.seed, settings.duration_s, settings.nemesis, range(1, settings.brokers + 1),
+                             settings.schedule)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / SCHEDULE_FILE).write_text(json.dumps([s.model_dump() for s in steps], indent=1) + "\n")
+    data_dir = out / "cluster"
+    say(f"chaos run seed {settings.seed}: {len(steps) - 1} faults over {settings.duration_s:.0f} s, "
+        f"data in {out}")
+    spec = up(data_dir, brokers=settings.brokers, profile=settings.profile, base_port=0,
+              overrides=settings.overrides, say=lambda _: None)
+    try:
+        reasons = unsupported_kinds(settings.nemesis, spec)
+        if reasons:
+            raise NemesisError("; ".join(reasons))
+        _create_topics(spec.zookeeper, settings)
+        with JsonLinesWriter(out / OPERATIONS_FILE) as operations, JsonLinesWriter(out / NEMESIS_FILE) as faults:
+            recorder = Recorder(operations.append, faults.append, lambda: time.time() * 1000, time.monotonic_ns)
+            workload = Workload(spec.bootstrap_servers, settings.workload, recorder)
+            workload.start()
+            started = time.monotonic()
+            nemesis = Nemesis(data_dir, say=lambda _: None)
+            settle = _Settle(spec.zookeeper, data_dir, settings)
+            _play(steps, nemesis, recorder, started, say, settle)
+            unknown = workload.stop_producers(timeout_s=30)
+            sending_s = time.monotonic() - started
+            settled_s = settle.wait(time.monotonic() + settings.settle_s)
+            workload.stop_readers()
+            say(f"workload stopped: {workload.counters.sent} sent, {workload.counters.acknowledged} acknowledged, "
+                f"{unknown} still unknown; cluster settled "
+                + (f"{settled_s:.1f} s after the heal" if settled_s is not None else "NOT within the settle time"))
+        leaders = _leaders(spec.zookeeper, settings.workload.topics)
+    finally:
+        down(data_dir, say=lambda _: None, timeout_s=30)
+    final = FinalReads.from_stored_records(
+        (record for broker in spec.brokers
+         for record in broker_records(broker.broker_id, [ClusterLayout(data_dir).broker_dir(broker.broker_id) / "logs"])
+         if record.topic in settings.workload.topics), leaders)
+    (out / FINAL_READS_FILE).write_text(final.model_dump_json() + "\n")
+    result = check(read_operations(out / OPERATIONS_FILE), final, read_nemesis(out / NEMESIS_FILE))
+    (out / RESULTS_FILE).write_text(json.dumps({
+        "seed": settings.seed, "duration_s": settings.duration_s, "nemesis": list(settings.nemesis),
+        "settings": {"overrides": settings.overrides, "workload": asdict(settings.workload)},
+        "ops_per_s": round(workload.counters.acknowledged / sending_s, 1),
+        "heal_to_settled_s": None if settled_s is None else round(settled_s, 2),
+        **result.model_dump()}, indent=1) + "\n")
+    write_plots(out)
+    return ChaosRun(out, result, steps, workload.counters.acknowledged / sending_s, settled_s)
+
+
+def _create_topics(zookeeper: str, settings: ChaosSettings) -> None:
+    async def create() -> None:
+        async with connected(zookeeper) as zk:
+            for topic in settings.workload.topics:
+                await create_topic(zk, topic, settings.workload.partitions, min(3, settings.brokers))
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                state = await read_cluster_state(zk, list(settings.workload.topics))
+                if (len(state.partitions) == len(settings.workload.topics) * settings.workload.partitions
+                        and all(p.leader >= 0 for p in state.partitions)):
+                    return
+                await asyncio.sleep(0.1)
+            raise ClusterError("the chaos topics got no leaders within 30 s")
+    asyncio.run(create())
+
+
+def _play(steps: list[NemesisStep], nemesis: Nemesis, recorder: Recorder, started: float,
+          say: Callable[[str], None], settle: _Settle) -> None:
+    """Each step starts at its time and ends at its heal time, measured from ``started``. Between the last
+    fault's end and the final heal the workload runs on a whole cluster, and the settle time is measured."""
+    for step in steps:
+        if step.kind == "heal":
+            settle.wait(started + step.at_s)
+            _sleep_until(started + step.at_s)
+            recorder.nemesis("start", "heal", step.targets, step.detail, step.step)
+            nemesis.heal()
+            recorder.nemesis("stop", "heal", step.targets, step.detail, step.step)
+            continue
+        _sleep_until(started + step.at_s)
+        say(f"  {step.at_s:6.1f} s  {step.kind} {list(step.targets) or ''} for {step.hold_s:.1f} s")
+        victims = nemesis.start(step)
+        recorder.nemesis("start", step.kind, victims, step.detail, step.step)
+        _sleep_until(started + step.heal_at_s)
+        nemesis.stop(step)
+        recorder.nemesis("stop", step.kind, victims, step.detail, step.step)
+        settle.healed_at = time.monotonic()
+
+
+def _sleep_until(moment: float) -> None:
+    time.sleep(max(0.0, moment - time.monotonic()))
+
+
+class _Settle:
+    """Seconds from the end of the last fault until every partition has a leader, its whole replica set in the
+    ISR and every replica's log at the same length."""
+
+    def __init__(self, zookeeper: str, data_dir: Path, settings: ChaosSettings) -> None:
+        self.zookeeper = zookeeper
+        self.layout = ClusterLayout(data_dir)
+        self.topics = list(settings.workload.topics)
+        self.healed_at = time.monotonic()
+        self.settled_s: float | None = None
+
+    async def _settled(self) -> bool:
+        async with connected(self.zookeeper, connection_timeout_ms=5000) as zk:
+            state = await read_cluster_state(zk, self.topics)
+        if not state.partitions or any(p.leader < 0 or sorted(p.isr) != sorted(p.replicas) for p in state.partitions):
+            return False
+        return all(len({_log_bytes(self.layout.broker_dir(b) / "logs" / f"{p.topic}-{p.partition}")
+                        for b in p.replicas}) == 1 for p in state.partitions)
+
+    def wait(self, deadline: float) -> float | None:
+        """Polls until settled or ``deadline`` (monotonic); the settle time once known, else None."""
+        while self.settled_s is None and time.monotonic() < deadline:
+            try:
+                if asyncio.run(self._settled()):
+                    self.settled_s = time.monotonic() - self.healed_at
+            except Exception:  # ZooKeeper may still be coming back; ask again until the deadline
+                pass
+            if self.settled_s is None:
+                time.sleep(0.2)
+        return self.settled_s
+
+
+def _log_bytes(directory: Path) -> int:
+    return sum(p.stat().st_size for p in directory.glob("*.log")) if directory.is_dir() else -1
+
+
+def _leaders(zookeeper: str, topics: tuple[str, ...]) -> dict[tuple[str, int], int]:
+    async def read() -> dict[tuple[str, int], int]:
+        async with connected(zookeeper, connection_timeout_ms=5000) as zk:
+            state = await read_cluster_state(zk, list(topics))
+        return {(p.topic, p.partition): p.leader for p in state.partitions}
+    try:
+        return asyncio.run(read())
+    except Exception:
+        return {}

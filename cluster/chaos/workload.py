@@ -1,0 +1,194 @@
+"""The chaos workload: producers that send unique values and readers that poll, every operation recorded as an
+invoke and its completion (Jepsen's history), with confluent-kafka, so what is checked is what an unmodified
+client saw.
+
+Each client runs in its own thread: librdkafka calls back on the thread that polls it, and a slow or
+blocked client (a partitioned leader) must not hold the others up.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+from cluster.chaos.history import Operation, PolledRecord, Recorder, TopicPartition, send_completion
+
+
+@dataclass(frozen=True)
+class WorkloadSettings:
+    topics: tuple[str, ...] = ("chaos-a", "chaos-b")
+    partitions: int = 3
+    producers: int = 2
+    readers: int = 1          # assign-mode readers, one per topic each
+    group_members: int = 2    # subscribe-mode consumers of one group, on the first topic
+    rate: float = 200.0       # sends per second, all producers together
+    acks: str = "all"
+    idempotent: bool = True
+    message_timeout_ms: int = 30000
+
+
+@dataclass
+class WorkloadCounters:
+    sent: int = 0
+    acknowledged: int = 0
+    failed: int = 0
+    polled: int = 0
+    ack_latencies_ms: list[tuple[float, float]] = field(default_factory=list)  # (wall ms at ack, latency ms)
+
+
+def _error_name(error: KafkaError) -> str:
+    return error.name() or str(error.code())
+
+
+class ChaosProducer:
+    """Sends ``<process>-<n>`` values to every partition in turn, at its share of the rate."""
+
+    def __init__(self, process: str, bootstrap: str, settings: WorkloadSettings, recorder: Recorder,
+                 counters: WorkloadCounters, stop: threading.Event) -> None:
+        self.process = process
+        self.settings = settings
+        self.recorder = recorder
+        self.counters = counters
+        self.stop = stop
+        self.retries = True  # librdkafka retries unless told otherwise; only rejections without retries are fails
+        self.producer = Producer({
+            "bootstrap.servers": bootstrap, "acks": settings.acks, "enable.idempotence": settings.idempotent,
+            "linger.ms": 5, "message.timeout.ms": settings.message_timeout_ms, "retry.backoff.ms": 100,
+            "socket.timeout.ms": 10000, "client.id": process})
+        self.thread = threading.Thread(target=self._run, name=process, daemon=True)
+        self._lock = threading.Lock()
+
+    def _on_delivery(self, invoke: Operation, sent_ns: int, error: KafkaError | None, message) -> None:
+        if error is None:
+            offset = message.offset()
+            self.recorder.complete(invoke, "ok", partition=message.partition(),
+                                   offset=offset if offset is not None and offset >= 0 else None)
+            with self._lock:
+                self.counters.acknowledged += 1
+                self.counters.ack_latencies_ms.append((time.time() * 1000, (time.monotonic_ns() - sent_ns) / 1e6))
+        else:
+            name = _error_name(error)
+            self.recorder.complete(invoke, send_completion(name, self.retries), error=name)
+            with self._lock:
+                self.counters.failed += 1
+
+    def _run(self) -> None:
+        interval = self.settings.producers / self.settings.rate
+        targets = [(topic, p) for p in range(self.settings.partitions) for topic in self.settings.topics]
+        n = 0
+        next_at = time.monotonic()
+        while not self.stop.is_set():
+            topic, partition = targets[n % len(targets)]
+            value = f"{self.process}-{n}"
+            invoke = self.recorder.invoke(self.process, "send", topic=topic, partition=partition, value=value)
+            sent_ns = time.monotonic_ns()
+            try:
+                self.producer.produce(topic, value=value.encode(), partition=partition,
+                                      on_delivery=lambda err, msg, i=invoke, s=sent_ns: self._on_delivery(i, s, err,
+                                                                                                             msg))
+                self.counters.sent += 1
+            except BufferError:
+                self.recorder.complete(invoke, "fail", error="_QUEUE_FULL")
+            except Exception as exc:
+                self.recorder.complete(invoke, "fail", error=type(exc).__name__)
+            n += 1
+            next_at += interval
+            self.producer.poll(max(0.0, next_at - time.monotonic()))
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def finish(self, timeout_s: float) -> int:
+        """Stop sending and wait for outstanding deliveries; returns how many are still unknown (left ``info``:
+        the checker treats an invoke without completion as indeterminate)."""
+        self.stop.set()
+        self.thread.join(10)
+        return self.producer.flush(timeout_s)
+
+
+class ChaosReader:
+    """Polls from offset 0 of every partition it reads, recording every non-empty poll with its records.
+
+    ``group`` None: assign mode, one assign at start. Otherwise a member of that group; every new assignment
+    is recorded as an assign, since the consumer may restart from a committed offset behind what it read."""
+
+    def __init__(self, process: str, bootstrap: str, topics: Sequence[str], partitions: int, recorder: Recorder,
+                 counters: WorkloadCounters, stop: threading.Event, group: str | None = None) -> None:
+        self.process = process
+        self.topics = list(topics)
+        self.partitions = partitions
+        self.recorder = recorder
+        self.counters = counters
+        self.stop = stop
+        self.group = group
+        self.consumer = Consumer({
+            "bootstrap.servers": bootstrap, "group.id": group or f"kafkasim-chaos-{process}",
+            "enable.auto.commit": group is not None, "auto.offset.reset": "earliest",
+            "enable.partition.eof": False, "client.id": process, "session.timeout.ms": 10000,
+            "heartbeat.interval.ms": 1000})
+        self.thread = threading.Thread(target=self._run, name=process, daemon=True)
+
+    def _record_assign(self, partitions: list) -> None:
+        invoke = self.recorder.invoke(self.process, "assign", partitions=tuple(
+            TopicPartition(topic=p.topic, partition=p.partition) for p in partitions))
+        self.recorder.complete(invoke, "ok", partitions=invoke.partitions)
+
+    def _run(self) -> None:
+        if self.group is None:
+            assignment = [KafkaTopicPartition(t, p, 0) for t in self.topics for p in range(self.partitions)]
+            self._record_assign(assignment)
+            self.consumer.assign(assignment)
+        else:
+            invoke = self.recorder.invoke(self.process, "subscribe", topics=tuple(self.topics))
+            self.consumer.subscribe(self.topics, on_assign=lambda _c, parts: self._record_assign(parts))
+            self.recorder.complete(invoke, "ok", topics=tuple(self.topics))
+        while not self.stop.is_set():
+            messages = self.consumer.consume(num_messages=200, timeout=0.2)
+            records = tuple(PolledRecord(topic=m.topic(), partition=m.partition(), offset=m.offset(),
+                                         value=None if m.value() is None else m.value().decode("utf-8", "replace"))
+                            for m in messages if m.error() is None)
+            if records:
+                invoke = self.recorder.invoke(self.process, "poll")
+                self.recorder.complete(invoke, "ok", records=records)
+                self.counters.polled += len(records)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def finish(self) -> None:
+        self.stop.set()
+        self.thread.join(10)
+        self.consumer.close()
+
+
+class Workload:
+    def __init__(self, bootstrap: str, settings: WorkloadSettings, recorder: Recorder) -> None:
+        self.settings = settings
+        self.counters = WorkloadCounters()
+        self._producers_stop = threading.Event()
+        self._readers_stop = threading.Event()
+        self.producers = [ChaosProducer(f"producer-{i}", bootstrap, settings, recorder, self.counters,
+                                        self._producers_stop) for i in range(settings.producers)]
+        self.readers = [ChaosReader(f"reader-{topic}-{i}", bootstrap, [topic], settings.partitions, recorder,
+                                    self.counters, self._readers_stop)
+                        for topic in settings.topics for i in range(settings.readers)]
+        self.readers += [ChaosReader(f"member-{i}", bootstrap, settings.topics[:1], settings.partitions, recorder,
+                                     self.counters, self._readers_stop, group="kafkasim-chaos-group")
+                         for i in range(settings.group_members)]
+
+    def start(self) -> None:
+        for client in [*self.readers, *self.producers]:
+            client.start()
+
+    def stop_producers(self, timeout_s: float) -> int:
+        self._producers_stop.set()
+        return sum(producer.finish(timeout_s) for producer in self.producers)
+
+    def stop_readers(self) -> None:
+        for reader in self.readers:
+            reader.finish()
