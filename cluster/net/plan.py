@@ -139,8 +139,9 @@ def plan_network(subnet: str, broker_ids: list[int], tag: str) -> NetworkPlan:
         raise PlanError(f"tag {tag!r} must be {TAG_LENGTH} lowercase hex digits")
     highest = BROKER_OFFSET + max(broker_ids, default=0)
     if highest >= network.num_addresses - 1:
+        fitting = 32 - (highest + 1).bit_length()
         raise PlanError(f"--subnet {subnet} has no room for broker {max(broker_ids)} (it would be host "
-                        f"{highest} of {network.num_addresses - 2}): choose a larger subnet, e.g. a /24")
+                        f"{highest} of {network.num_addresses - 2}): choose a /{fitting} or larger")
     plan = NetworkPlan(tag, str(network), str(network[1]), str(network[2]),
                        {b: str(network[BROKER_OFFSET + b]) for b in broker_ids})
     too_long = [name for name in (plan.bridge, plan.host_link, plan.host_port, plan.zookeeper_port,
