@@ -213,6 +213,23 @@ def test_a_leader_cut_from_zookeeper_is_a_zombie_until_healed_then_truncates_its
     TIMINGS["zombie acks=all answer"] = refused
 
 
+def test_a_slow_broker_gets_netem_on_its_veth_or_a_clear_refusal_where_the_kernel_has_none(netns_cluster):
+    cluster = netns_cluster
+    traced = len(read_traces(cluster.data_dir / TOOLS_TRACE_FILE))
+    try:
+        applied = actions.slow(cluster.data_dir, 2, 50, 10, 1.0, say=lambda _: None)
+    except system.NetCommandError as exc:
+        # this machine's kernel is built without CONFIG_NET_SCH_NETEM: the error says so and nothing changed
+        assert "CONFIG_NET_SCH_NETEM" in str(exc) and "tc -n" in str(exc) and "cuts still work" in str(exc)
+        assert len(read_traces(cluster.data_dir / TOOLS_TRACE_FILE)) == traced
+        return
+    assert applied == "netem delay 50ms 10ms loss 1%"
+    assert any(line.startswith("broker 2 sends through netem") for line in actions.status(cluster.data_dir,
+                                                                                           say=lambda _: None))
+    actions.heal(cluster.data_dir, say=lambda _: None)
+    assert actions.status(cluster.data_dir, say=lambda _: None) == []
+
+
 def test_down_removes_every_namespace_link_and_table_of_the_cluster(netns_cluster):
     plan = plan_of(netns_cluster)
     actions.isolate(netns_cluster.data_dir, 1, "all", say=lambda _: None)  # down heals first
