@@ -13,6 +13,7 @@ from pathlib import Path
 
 import broker.__main__ as broker_entry
 
+from cluster.net.system import NotRootError
 from cluster.processes import ClusterError, ClusterLayout, default_data_dir
 
 SIGNALS = {"KILL": signal.SIGKILL, "TERM": signal.SIGTERM, "STOP": signal.SIGSTOP, "CONT": signal.SIGCONT}
@@ -64,6 +65,13 @@ def _parser() -> argparse.ArgumentParser:
                          "plane (0: any free ports)")
     up.add_argument("--profile", default="kafka", help="kafka (Kafka's defaults) or classroom (short timeouts)")
     up.add_argument("--override", action="append", metavar="KEY=VALUE", help="broker property for every broker")
+    up.add_argument("--netns", action="store_true",
+                    help="root only: ZooKeeper and each broker in a Linux network namespace of its own, on a bridge "
+                         "kafkasim creates, so 'kafkasim net' can cut and slow links one by one; brokers advertise "
+                         "their namespace address, which clients on the host reach")
+    up.add_argument("--subnet", default=None, metavar="CIDR",
+                    help="with --netns: the IPv4 subnet to lay out (default 10.77.0.0/24): host .1, ZooKeeper .2, "
+                         "broker N at .(10+N)")
 
     sub.add_parser("down", help="stop the cluster's brokers (controlled shutdown) and its ZooKeeper")
 
@@ -115,6 +123,8 @@ def _parser() -> argparse.ArgumentParser:
         fault_target.add_argument("--leader-of", metavar="TOPIC/PARTITION")
         _docker_options(fault)
 
+    _net_parser(sub)
+
     traces = sub.add_parser("traces", help="gather a run's traces, workload histories and final logs")
     traces_sub = traces.add_subparsers(dest="traces_command", required=True)
     collect = traces_sub.add_parser("collect", help="copy everything the analysis reads into one folder")
@@ -163,6 +173,57 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+NET_DESCRIPTION = """\
+Network faults on a cluster started with 'kafkasim up --netns' (as root). Each process lives in its own network
+namespace; a cut is a 'table inet kafkasim' in a namespace that drops packets to and from the peers cut off (no
+reset: connections hang until their timeouts, as with a broken link). Faults add up until 'kafkasim net heal'.
+Every action is written to the tools' trace (tools-trace.jsonl) before it is made.
+
+On the docker-compose cluster only 'net isolate BROKER --from all --docker' works (it is 'kafkasim disconnect
+BROKER --docker': the container leaves the compose network; 'kafkasim connect BROKER --docker' undoes it).
+Compose puts every container on one network, so single links cannot be cut there."""
+
+
+def _net_parser(sub: argparse._SubParsersAction) -> None:
+    net = sub.add_parser("net", help="cut, partition, slow and heal the links of a --netns cluster",
+                         description=NET_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    net_sub = net.add_subparsers(dest="net_command", required=True, parser_class=_CommandParser)
+    isolate = net_sub.add_parser("isolate", help="cut one broker off ZooKeeper, the other brokers, clients or all",
+                                 description="zookeeper: its session expires and the controller moves its "
+                                             "leaderships, while clients still reach it (a zombie leader); "
+                                             "brokers: its followers fall out of the ISR; clients: only the host "
+                                             "(where clients and tools run) loses it; all: every one of them.")
+    isolate.add_argument("broker_id", type=int)
+    isolate.add_argument("--from", dest="peers", required=True, choices=["zookeeper", "brokers", "clients", "all"])
+    _docker_options(isolate)
+    partition = net_sub.add_parser("partition", help="split the brokers into two sides that cannot reach each other",
+                                   description="SIDE is a comma-separated list of broker ids and, optionally, zk: "
+                                               "'1,2 3' cuts brokers 1 and 2 from 3 with ZooKeeper reachable from "
+                                               "both; '1,2,zk 3' puts ZooKeeper with 1 and 2, so 3 loses its "
+                                               "session too. One side alone ('1') puts every other broker on the "
+                                               "other side.")
+    partition.add_argument("sides", nargs="+", metavar="SIDE")
+    net_sub.add_parser("heal", help="remove every cut and slow link of the cluster")
+    slow = net_sub.add_parser("slow", help="delay (and lose) what one broker sends, with tc netem on its veth",
+                              description="netem on the egress of the broker's own end of its veth pair, so "
+                                          "everything it sends is delayed: answers to clients, fetches, ZooKeeper "
+                                          "heartbeats. Replaces an earlier 'slow' of the same broker; 'kafkasim net "
+                                          "heal' removes it. Needs a kernel with netem (CONFIG_NET_SCH_NETEM).")
+    slow.add_argument("broker_id", type=int)
+    slow.add_argument("--delay-ms", type=int, required=True)
+    slow.add_argument("--jitter-ms", type=int, default=0)
+    slow.add_argument("--loss", type=float, default=0.0, metavar="PERCENT")
+    net_sub.add_parser("status", help="the cluster's addresses and what is cut or slowed now")
+    clean = net_sub.add_parser("clean", help="after a crash: stop the recorded processes, remove the namespaces, "
+                                             "bridge, veths and rules, and leftovers of other runs by name",
+                               description="Removes the network cluster.json records (its processes are stopped "
+                                           "by their PID files first), then every kafkasim-<tag>-* namespace and "
+                                           "ksim<tag>h link with no process in it and older than --stale-after: a "
+                                           "cluster starting or running elsewhere is left alone.")
+    clean.add_argument("--stale-after", type=float, default=60.0, metavar="SECONDS",
+                       help="leftovers of other runs must be this old (default 60)")
+
+
 def _docker_options(command: argparse.ArgumentParser) -> None:
     command.add_argument("--docker", action="store_true",
                          help="act on the docker-compose cluster's containers (Docker Engine API)")
@@ -195,6 +256,9 @@ def main(argv: list[str] | None = None) -> int:
     data_dir = (args.data_dir or default_data_dir()).resolve()
     try:
         return _dispatch(args, data_dir)
+    except NotRootError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     except ClusterError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -203,6 +267,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _dispatch(args: argparse.Namespace, data_dir: Path) -> int:
+    if args.command == "net" and getattr(args, "docker", False):
+        if args.peers != "all":
+            raise ClusterError("on the docker-compose cluster a broker can only be cut off from everything "
+                               "(--from all, Compose's one network); single links need 'kafkasim up --netns'")
+        args.command = "disconnect"
     if getattr(args, "docker", False):
         if getattr(args, "zookeeper", False) is True:
             raise ClusterError(f"kafkasim {args.command} --zookeeper acts on a cluster of `kafkasim up`; in compose, "
@@ -237,7 +306,29 @@ def _up(args: argparse.Namespace, data_dir: Path) -> int:
     from cluster.lifecycle import up
 
     up(data_dir, args.brokers, args.zookeeper, args.profile, _key_values(args.override, "--override"),
-       args.base_port, args.zookeeper_port, args.tick_time)
+       args.base_port, args.zookeeper_port, args.tick_time, netns=args.netns, subnet=args.subnet)
+    return 0
+
+
+def _net(args: argparse.Namespace, data_dir: Path) -> int:
+    from cluster.net import actions
+    from cluster.net.faults import FaultError
+
+    try:
+        if args.net_command == "isolate":
+            actions.isolate(data_dir, args.broker_id, args.peers)
+        elif args.net_command == "partition":
+            actions.partition(data_dir, args.sides)
+        elif args.net_command == "heal":
+            actions.heal(data_dir)
+        elif args.net_command == "slow":
+            actions.slow(data_dir, args.broker_id, args.delay_ms, args.jitter_ms, args.loss)
+        elif args.net_command == "status":
+            actions.status(data_dir)
+        else:
+            actions.clean(data_dir, args.stale_after)
+    except FaultError as exc:
+        raise ClusterError(str(exc)) from None
     return 0
 
 
@@ -366,6 +457,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, Path], int]] = {
     "unpause": _docker_only,
     "disconnect": _docker_only,
     "connect": _docker_only,
+    "net": _net,
     "groups": _groups,
     "bench": _bench,
     "traces": _traces,

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from broker.config import PROFILES, ConfigError, KafkaConfig
 from cluster.admin import read_cluster_state
+from cluster.net.plan import DEFAULT_SUBNET
 from cluster.processes import (
     BrokerSpec,
     ClusterError,
@@ -66,7 +67,16 @@ async def wait_for_cluster(zk_connect: str, broker_ids: list[int], layout: Clust
 
 def up(data_dir: Path, brokers: int = 3, zookeeper: str | None = None, profile: str = "kafka",
        overrides: dict[str, str] | None = None, base_port: int = 9092, zookeeper_port: int = 0,
-       tick_time_ms: int = 200, say: Say = print) -> ClusterSpec:
+       tick_time_ms: int = 200, say: Say = print, netns: bool = False, subnet: str | None = None) -> ClusterSpec:
+    """``subnet`` or ``netns``: every process in its own network namespace on a bridge (cluster/net/), as root."""
+    netns = netns or subnet is not None
+    if netns:
+        from cluster.net.system import require_root
+
+        require_root("kafkasim up --netns")
+        if zookeeper is not None:
+            raise ClusterError("--netns starts its own ZooKeeper in a namespace of its own, so links to it can be "
+                               "cut: leave out --zookeeper")
     if profile not in PROFILES:
         raise ClusterError(f"unknown profile {profile!r}; choose one of {', '.join(PROFILES)}")
     if brokers < 1:
@@ -78,17 +88,14 @@ def up(data_dir: Path, brokers: int = 3, zookeeper: str | None = None, profile: 
         if running or layout.zookeeper_pid().read() is not None:
             raise ClusterError(f"a cluster is already running in {data_dir} (brokers {running}): "
                                "'kafkasim down' first, or use another --data-dir")
+    if netns:
+        return _up_netns(layout, brokers, profile, overrides, base_port, zookeeper_port, tick_time_ms, say,
+                         subnet or DEFAULT_SUBNET)
     ports = choose_ports(brokers, base_port)
     spec = ClusterSpec(zookeeper=zookeeper or "", external_zookeeper=zookeeper is not None, profile=profile,
                        brokers=[BrokerSpec(i + 1, client, cluster) for i, (client, cluster) in enumerate(ports)],
                        overrides=dict(overrides or {}), tick_time_ms=tick_time_ms)
-    # Validate every broker's configuration before starting anything.
-    for broker in spec.brokers:
-        props = broker_properties(spec, broker, layout) | {"zookeeper.connect": zookeeper or "127.0.0.1:1"}
-        try:
-            KafkaConfig.from_properties(props, f"broker {broker.broker_id} configuration")
-        except ConfigError as exc:
-            raise ClusterError(str(exc)) from None
+    _validate(spec, layout)
     say(f"profile {profile}" + "".join(f"\n  {k}={v}" for k, v in PROFILES[profile].items()))
     started = time.monotonic()
     if zookeeper is None:
@@ -100,6 +107,65 @@ def up(data_dir: Path, brokers: int = 3, zookeeper: str | None = None, profile: 
         write_properties(layout.broker_config(broker.broker_id), broker_properties(spec, broker, layout))
         spawn_broker(layout, broker.broker_id)
     controller, epoch = asyncio.run(wait_for_cluster(spec.zookeeper, [b.broker_id for b in spec.brokers], layout))
+    say(f"{brokers} brokers registered, controller is broker {controller} (epoch {epoch}), "
+        f"ready in {time.monotonic() - started:.1f} s")
+    say(f"bootstrap servers: {spec.bootstrap_servers}")
+    return spec
+
+
+def _validate(spec: ClusterSpec, layout: ClusterLayout) -> None:
+    """Every broker's configuration, before anything starts."""
+    for broker in spec.brokers:
+        props = broker_properties(spec, broker, layout) | {"zookeeper.connect": spec.zookeeper or "127.0.0.1:1"}
+        try:
+            KafkaConfig.from_properties(props, f"broker {broker.broker_id} configuration")
+        except ConfigError as exc:
+            raise ClusterError(str(exc)) from None
+
+
+def _up_netns(layout: ClusterLayout, brokers: int, profile: str, overrides: dict[str, str] | None, base_port: int,
+              zookeeper_port: int, tick_time_ms: int, say: Say, subnet: str) -> ClusterSpec:
+    """Each broker and ZooKeeper in a namespace of their own, at the plan's addresses; every broker binds and
+    advertises its namespace address, so clients on the host reach it over the bridge. Anything started is
+    stopped and the network removed again when start-up fails."""
+    from cluster.net import topology
+    from cluster.net.plan import ZOOKEEPER_PORT, PlanError, new_tag, plan_network
+
+    broker_ids = list(range(1, brokers + 1))
+    try:
+        plan = plan_network(subnet, broker_ids, new_tag())
+    except PlanError as exc:
+        raise ClusterError(str(exc)) from None
+    topology.check_free(plan)
+    # each broker has the namespace's address to itself, so all use the same two ports
+    client_port = base_port or 9092
+    zk_port = zookeeper_port or ZOOKEEPER_PORT
+    spec = ClusterSpec(zookeeper=f"{plan.zookeeper_address}:{zk_port}", external_zookeeper=False, profile=profile,
+                       brokers=[BrokerSpec(b, client_port, client_port + 100, host=plan.broker_address(b))
+                                for b in broker_ids],
+                       overrides=dict(overrides or {}), tick_time_ms=tick_time_ms, network=plan.as_dict())
+    _validate(spec, layout)
+    say(f"profile {profile}" + "".join(f"\n  {k}={v}" for k, v in PROFILES[profile].items()))
+    started = time.monotonic()
+    topology.build(plan)
+    say(f"network {plan.subnet} (tag {plan.tag}): namespaces {', '.join(plan.namespaces)}; the host is "
+        f"{plan.host_address} on {plan.host_link}")
+    try:
+        # saved first: a crash from here on leaves a spec that 'kafkasim net clean' and 'down' can read
+        layout.save(spec)
+        spawn_zookeeper(layout, zk_port, tick_time_ms, host=plan.zookeeper_address,
+                        namespace=plan.zookeeper_namespace)
+        say(f"ZooKeeper on {spec.zookeeper} (tickTime {tick_time_ms} ms) in {plan.zookeeper_namespace}")
+        for broker in spec.brokers:
+            write_properties(layout.broker_config(broker.broker_id), broker_properties(spec, broker, layout))
+            spawn_broker(layout, broker.broker_id)
+        controller, epoch = asyncio.run(wait_for_cluster(spec.zookeeper, broker_ids, layout))
+    except BaseException:
+        for broker_id in broker_ids:
+            stop_process(layout.broker_pid(broker_id), 5.0, signal.SIGKILL)
+        stop_process(layout.zookeeper_pid(), 5.0, signal.SIGKILL)
+        topology.remove(plan)
+        raise
     say(f"{brokers} brokers registered, controller is broker {controller} (epoch {epoch}), "
         f"ready in {time.monotonic() - started:.1f} s")
     say(f"bootstrap servers: {spec.bootstrap_servers}")
@@ -124,6 +190,14 @@ def down(data_dir: Path, say: Say = print, timeout_s: float = 60.0) -> None:
     leadership moves once per broker instead of bouncing around), then ZooKeeper."""
     layout = ClusterLayout(data_dir)
     spec = layout.load()
+    if spec.network is not None:
+        from cluster.net.actions import heal_plan
+        from cluster.net.system import require_root
+        from cluster.net.topology import plan_from_spec
+
+        require_root("kafkasim down of a --netns cluster")
+        # healed first: a broker cut off from ZooKeeper or the controller could not shut down in a controlled way
+        heal_plan(plan_from_spec(spec.network))
     running = [b.broker_id for b in spec.brokers if layout.broker_pid(b.broker_id).read() is not None]
     controller = -1
     if running:
@@ -136,6 +210,11 @@ def down(data_dir: Path, say: Say = print, timeout_s: float = 60.0) -> None:
             say(f"broker {broker_id} stopped")
     if not spec.external_zookeeper and stop_process(layout.zookeeper_pid(), 10.0):
         say("ZooKeeper stopped")
+    if spec.network is not None:
+        from cluster.net import topology
+
+        for removed in topology.remove(topology.plan_from_spec(spec.network)):
+            say(f"removed {removed}")
 
 
 async def _broker_epochs(zk_connect: str) -> dict[int, int]:

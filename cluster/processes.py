@@ -87,6 +87,17 @@ class ClusterSpec:
     brokers: list[BrokerSpec]
     overrides: dict[str, str] = field(default_factory=dict)
     tick_time_ms: int = 200
+    # a --netns cluster's network plan (cluster/net/plan.py), so later commands find its namespaces
+    network: dict | None = None
+
+    def namespace(self, broker_id: int | None) -> str | None:
+        """The network namespace a broker (None: ZooKeeper) runs in; None on loopback."""
+        if self.network is None:
+            return None
+        from cluster.net.plan import NetworkPlan
+
+        plan = NetworkPlan.from_dict(self.network)
+        return plan.zookeeper_namespace if broker_id is None else plan.broker_namespace(broker_id)
 
     @property
     def bootstrap_servers(self) -> str:
@@ -184,24 +195,34 @@ def write_properties(path: Path, props: dict[str, str]) -> None:
     path.write_text(text, encoding="latin-1")
 
 
+def in_namespace(namespace: str | None) -> list[str]:
+    """The launcher prefix for a process in a network namespace. ``ip netns exec`` execs the command, so the PID
+    Popen returns is the process itself, as the PID file and the process-group signals need."""
+    return [] if namespace is None else ["ip", "netns", "exec", namespace]
+
+
 def spawn_broker(layout: ClusterLayout, broker_id: int) -> int:
+    """Starts the broker in the background; a --netns cluster's broker in its own namespace, whoever starts it."""
     pid_file = layout.broker_pid(broker_id)
     if pid_file.read() is not None:
         raise ClusterError(f"broker {broker_id} is already running (pid {pid_file.read()})")
     config = layout.broker_config(broker_id)
+    namespace = layout.load().namespace(broker_id) if layout.spec_path.exists() else None
     with open(layout.broker_log(broker_id), "ab") as log_file:
-        process = subprocess.Popen([sys.executable, "-m", "broker", "--config", str(config)],
+        process = subprocess.Popen([*in_namespace(namespace), sys.executable, "-m", "broker", "--config", str(config)],
                                    stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                    start_new_session=True)
     pid_file.write(process.pid)
     return process.pid
 
 
-def spawn_zookeeper(layout: ClusterLayout, port: int, tick_time_ms: int) -> ZooKeeperServer:
+def spawn_zookeeper(layout: ClusterLayout, port: int, tick_time_ms: int, host: str = "127.0.0.1",
+                    namespace: str | None = None) -> ZooKeeperServer:
     pid_file = layout.zookeeper_pid()
     if pid_file.read() is not None:
         raise ClusterError(f"ZooKeeper of {layout.data_dir} is already running (pid {pid_file.read()})")
-    server = ZooKeeperServer(layout.zookeeper_dir(), port=port, tick_time_ms=tick_time_ms)
+    server = ZooKeeperServer(layout.zookeeper_dir(), port=port, host=host, tick_time_ms=tick_time_ms,
+                             launcher=tuple(in_namespace(namespace)))
     layout.zookeeper_dir().mkdir(parents=True, exist_ok=True)
     process = server.spawn(layout.zookeeper_dir() / "zookeeper.log")
     pid_file.write(process.pid)

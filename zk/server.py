@@ -77,6 +77,8 @@ class ZooKeeperServer:
     host: str = "127.0.0.1"
     tick_time_ms: int = 200
     heap_mb: int = 128
+    # a command the server runs under, e.g. ("ip", "netns", "exec", NAME); it must exec, so the PID is the server's
+    launcher: tuple[str, ...] = ()
 
     @property
     def connect(self) -> str:
@@ -99,7 +101,8 @@ class ZooKeeperServer:
     def write_config(self) -> Path:
         if self.port == 0:
             self.port = free_port(self.host)
-        elif not port_is_free(self.host, self.port):
+        # under a launcher the server may bind in another network namespace, where this probe cannot look
+        elif not self.launcher and not port_is_free(self.host, self.port):
             raise ZooKeeperSetupError(
                 f"port {self.host}:{self.port} is already in use: stop what holds it or choose another "
                 "ZooKeeper port (--zookeeper-port, or 0 for any free port)")
@@ -122,8 +125,9 @@ class ZooKeeperServer:
 
     def command(self) -> list[str]:
         java = self.check_installed()
-        return [java, f"-Xmx{self.heap_mb}m", "-XX:+UseSerialGC", "-Dzookeeper.admin.enableServer=false",
-                "-cp", f"{self.data_dir}:{ZOOKEEPER_JAR}", MAIN_CLASS, str(self.config_path)]
+        return [*self.launcher, java, f"-Xmx{self.heap_mb}m", "-XX:+UseSerialGC",
+                "-Dzookeeper.admin.enableServer=false", "-cp", f"{self.data_dir}:{ZOOKEEPER_JAR}", MAIN_CLASS,
+                str(self.config_path)]
 
     def spawn(self, log_path: Path) -> subprocess.Popen:
         """Start the server in its own process group; the caller keeps the PID to stop it."""

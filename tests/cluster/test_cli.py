@@ -47,3 +47,10 @@ def test_a_command_for_a_missing_cluster_says_how_to_start_one(tmp_path):
                          capture_output=True, text=True, timeout=60)
     assert run.returncode == 2
     assert f"no cluster in {tmp_path / 'none'}" in run.stderr and "kafkasim up" in run.stderr
+
+
+def test_net_on_the_compose_cluster_cuts_a_whole_broker_only(tmp_path):
+    run = subprocess.run([sys.executable, "-m", "cluster.cli", "--data-dir", str(tmp_path), "net", "isolate", "1",
+                          "--from", "zookeeper", "--docker"], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2
+    assert "--from all" in run.stderr and "kafkasim up --netns" in run.stderr

@@ -87,7 +87,9 @@ class BrokerConnection:
 
 
 def connect(cluster: RunningCluster, broker_id: int, timeout_s: float = 35.0) -> BrokerConnection:
-    return BrokerConnection(cluster.spec.broker(broker_id).client_port, timeout_s=timeout_s)
+    broker = cluster.spec.broker(broker_id)
+    # a --netns cluster's broker listens on its namespace address, a loopback cluster's on 127.0.0.1
+    return BrokerConnection(broker.client_port, host=broker.host, timeout_s=timeout_s)
 
 
 @dataclass(frozen=True)
