@@ -142,6 +142,10 @@ def _parser() -> argparse.ArgumentParser:
     analyze.add_argument("--history", type=Path, action="append", default=None,
                          help="a workload history (*history.jsonl) not in the run folder; repeatable")
 
+    from cluster.chaos.command import add_parser as add_chaos_parser
+
+    add_chaos_parser(sub)
+
     bench = sub.add_parser("bench", help="measure figures on a fresh cluster of its own (temporary data dir)",
                            description="foundation: start-up, failover and memory figures. client: produce and "
                                        "consume throughput and produce latency with confluent-kafka. replication: "
@@ -430,6 +434,12 @@ def _topic(args: argparse.Namespace, data_dir: Path) -> int:
     return asyncio.run(commands.topic_delete(zookeeper, args.name))
 
 
+def _chaos(args: argparse.Namespace, data_dir: Path) -> int:
+    from cluster.chaos.command import run_command
+
+    return run_command(args, data_dir)
+
+
 def _kill(args: argparse.Namespace, data_dir: Path) -> int:
     from cluster import commands
 
@@ -460,6 +470,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, Path], int]] = {
     "net": _net,
     "groups": _groups,
     "bench": _bench,
+    "chaos": _chaos,
     "traces": _traces,
     "analyze": _analyze,
 }

@@ -301,17 +301,22 @@ def _lost_and_unseen(sends: dict[str, Send], observations: list[Observation],
                 highest_polled[(o.topic, o.partition)] = o
     final_values = {tp: set(records.values()) for tp, (_, records) in final_logs.items()}
     for send in sorted(sends.values(), key=_send_order):
-        if send.outcome != "ok" or send.value in polled or send.partition is None:
+        if send.outcome != "ok" or send.partition is None:
             continue
         tp = (send.topic, send.partition)
         fields = {"topic": send.topic, "partition": send.partition, "values": (send.value,),
                   "offsets": () if send.offset is None else (send.offset,), "process": send.process}
         if tp in final_logs:
+            # The log after healing is what every later reader gets: an acknowledged value missing there is lost,
+            # even if a consumer read it before it was truncated away (that read is also a dirty read).
             if send.offset is not None and send.offset < final_logs[tp][0]:
                 continue  # deleted by retention, which is no loss
             if send.value not in final_values[tp]:
+                how = "read once, then truncated: " if send.value in polled else "never polled, and "
                 anomalies.add("lost-write", ops=(send.index,), **fields,
-                              detail="acknowledged, never polled, and in no replica's log after healing")
+                              detail=f"acknowledged, {how}in no replica's log after healing")
+            continue
+        if send.value in polled:
             continue
         later = highest_polled.get(tp)
         if send.offset is not None and later is not None and later.offset > send.offset:

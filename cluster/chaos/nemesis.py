@@ -37,6 +37,9 @@ def unsupported_kinds(kinds: tuple[str, ...], spec: ClusterSpec) -> list[str]:
     for kind in kinds:
         if kind in NEEDS_NETNS and not _has_netns(spec):
             reasons.append(f"{kind} needs brokers in network namespaces: run as root with --netns")
+        elif kind == "slow" and not netem_available(spec):
+            reasons.append("slow needs the kernel's netem queueing discipline (CONFIG_NET_SCH_NETEM), which this "
+                           "machine lacks")
         if kind in NEEDS_OWN_ZOOKEEPER and spec.external_zookeeper:
             reasons.append(f"{kind} needs the cluster's own ZooKeeper, not {spec.zookeeper}")
         if kind in NEEDS_LOG_DIR_MOUNT and not _has_log_dir_mounts(spec):
@@ -45,7 +48,22 @@ def unsupported_kinds(kinds: tuple[str, ...], spec: ClusterSpec) -> list[str]:
 
 
 def _has_netns(spec: ClusterSpec) -> bool:
-    return bool(getattr(spec, "netns", None))
+    return spec.network is not None
+
+
+def netem_available(spec: ClusterSpec) -> bool:
+    """Whether links can be slowed here: some kernels are built without netem (the slow nemesis then cannot
+    run, while cuts still work). Tried once on the first broker's link and removed at once."""
+    from cluster.net import system
+    from cluster.net.plan import INSIDE_LINK, NetworkPlan
+
+    namespace = NetworkPlan.from_dict(spec.network).broker_namespace(spec.brokers[0].broker_id)
+    try:
+        system.netem_replace(namespace, INSIDE_LINK, ["delay", "1ms"])
+    except ClusterError:
+        return False
+    system.netem_delete(namespace, INSIDE_LINK)
+    return True
 
 
 def _has_log_dir_mounts(spec: ClusterSpec) -> bool:
@@ -78,12 +96,12 @@ class Nemesis:
             return False
         return True
 
-    def _kill9(self, broker_id: int) -> None:
+    def kill9(self, broker_id: int) -> None:
         if self._signal(broker_id, signal.SIGKILL):
             pid_file = self.layout.broker_pid(broker_id)
             stop_process(pid_file, 10.0, signal.SIGKILL)  # reaps the wait for the PID to be gone
 
-    def _start(self, broker_id: int) -> None:
+    def start_broker(self, broker_id: int) -> None:
         if self.layout.broker_pid(broker_id).read() is None:
             start_broker(self.data_dir, broker_id, wait=True, say=self.say)
 
@@ -92,6 +110,24 @@ class Nemesis:
             async with connected(self.spec.zookeeper, connection_timeout_ms=5000) as zk:
                 return (await read_cluster_state(zk, topics=[])).controller_id
         return asyncio.run(read())
+
+    def leader(self, topic: str, partition: int) -> int:
+        async def read() -> int:
+            async with connected(self.spec.zookeeper, connection_timeout_ms=5000) as zk:
+                view = (await read_cluster_state(zk, [topic])).partition(topic, partition)
+                return -1 if view is None else view.leader
+        return asyncio.run(read())
+
+    def registered(self) -> set[int]:
+        async def read() -> set[int]:
+            async with connected(self.spec.zookeeper, connection_timeout_ms=5000) as zk:
+                return {b.broker_id for b in (await read_cluster_state(zk, topics=[])).brokers}
+        return asyncio.run(read())
+
+    def shut_down(self, broker_id: int) -> None:
+        """SIGTERM: a controlled shutdown, leadership moved away before the broker exits."""
+        self._fault("sigterm", broker_id)
+        stop_process(self.layout.broker_pid(broker_id), 60.0)
 
     def _zookeeper_running(self) -> bool:
         return self.spec.external_zookeeper or self.layout.zookeeper_pid().read() is not None
@@ -103,12 +139,12 @@ class Nemesis:
         kind = step.kind
         if kind == "kill":
             for broker in step.targets:
-                self._kill9(broker)
+                self.kill9(broker)
             victims = list(step.targets)
         elif kind == "controller":
             victims = [self.controller()]
             if victims[0] >= 0:
-                self._kill9(victims[0])
+                self.kill9(victims[0])
         elif kind == "pause":
             victims = [b for b in step.targets if self._signal(b, signal.SIGSTOP)]
         elif kind == "bounce":
@@ -116,12 +152,24 @@ class Nemesis:
             restarts = int(step.detail.split()[0]) if step.detail[:1].isdigit() else 3
             for _ in range(restarts):
                 for broker in victims:
-                    self._fault("clean-bounce", broker)
-                    stop_process(self.layout.broker_pid(broker), 60.0)  # SIGTERM: controlled shutdown
-                    self._start(broker)
+                    self.shut_down(broker)
+                    self.start_broker(broker)
         elif kind == "zk-down":
             stop_zookeeper(self.data_dir, say=self.say)
             victims = []
+        elif kind in ("partition", "zk-isolate") and _has_netns(self.spec):
+            from cluster.net import actions
+
+            victims = list(step.targets)
+            for broker in victims:
+                actions.isolate(self.data_dir, broker, "brokers" if kind == "partition" else "zookeeper", say=self.say)
+        elif kind == "slow" and _has_netns(self.spec):
+            from cluster.net import actions
+
+            victims = list(step.targets)
+            delay_ms = int(step.detail.split()[1]) if step.detail.startswith("delay ") else 100
+            for broker in victims:
+                actions.slow(self.data_dir, broker, delay_ms, delay_ms // 5, 0.0, say=self.say)
         elif kind in NEMESIS_KINDS:
             raise NemesisError(f"nemesis {kind} cannot run on this cluster: "
                                + "; ".join(unsupported_kinds((kind,), self.spec)))
@@ -135,15 +183,23 @@ class Nemesis:
         if step.kind in ("kill", "controller"):
             for broker in victims:
                 if broker >= 0:
-                    self._start(broker)
+                    self.start_broker(broker)
         elif step.kind == "pause":
             for broker in victims:
                 self._signal(broker, signal.SIGCONT)
         elif step.kind == "zk-down" and not self._zookeeper_running():
             start_zookeeper(self.data_dir, say=self.say)
+        elif step.kind in NEEDS_NETNS:
+            from cluster.net import actions
+
+            actions.heal(self.data_dir, say=self.say)
 
     def heal(self) -> None:
         """Ends every fault: ZooKeeper first (brokers register through it), then paused and stopped brokers."""
+        if _has_netns(self.spec):
+            from cluster.net import actions
+
+            actions.heal(self.data_dir, say=self.say)
         if not self._zookeeper_running():
             start_zookeeper(self.data_dir, say=self.say)
         for broker in self.spec.brokers:
@@ -151,5 +207,5 @@ class Nemesis:
             if pid is not None:
                 os.kill(pid, signal.SIGCONT)
         for broker in self.spec.brokers:
-            self._start(broker.broker_id)
+            self.start_broker(broker.broker_id)
         self._victims.clear()

@@ -58,6 +58,7 @@ class ChaosSettings:
     schedule: ScheduleSettings = field(default_factory=ScheduleSettings)
     settle_s: float = 90.0
     profile: str = "classroom"
+    netns: bool = False       # brokers in network namespaces (root): partition, zk-isolate and slow need it
 
 
 @dataclass
@@ -73,20 +74,27 @@ class ChaosRun:
         return EXIT_VALID if self.result.valid else EXIT_INVALID
 
 
-def run_chaos(settings: ChaosSettings, out: Path, say: Callable[[str], None] = print) -> ChaosRun:
+# A fault script instead of the seed's schedule (the replication matrix): it runs while the workload does and
+# returns when its faults are over; it records its own nemesis events.
+FaultScript = Callable[["Nemesis", Recorder], None]
+
+
+def run_chaos(settings: ChaosSettings, out: Path, say: Callable[[str], None] = print,
+              script: FaultScript | None = None) -> ChaosRun:
     """One seeded run in ``out`` (created; must not hold an earlier run). Raises ClusterError on trouble of its
     own (the cluster would not start, a fault could not be applied); anomalies are in the result instead."""
     if (out / RESULTS_FILE).exists() or (out / OPERATIONS_FILE).exists():
         raise ClusterError(f"{out} already holds a chaos run: choose another --out")
-    steps = nemesis_schedule(settings.seed, settings.duration_s, settings.nemesis, range(1, settings.brokers + 1),
-                             settings.schedule)
+    steps = [] if script is not None else nemesis_schedule(
+        settings.seed, settings.duration_s, settings.nemesis, range(1, settings.brokers + 1), settings.schedule)
     out.mkdir(parents=True, exist_ok=True)
     (out / SCHEDULE_FILE).write_text(json.dumps([s.model_dump() for s in steps], indent=1) + "\n")
     data_dir = out / "cluster"
-    say(f"chaos run seed {settings.seed}: {len(steps) - 1} faults over {settings.duration_s:.0f} s, "
-        f"data in {out}")
+    if script is None:
+        say(f"chaos run seed {settings.seed}: {len(steps) - 1} faults over {settings.duration_s:.0f} s, "
+            f"data in {out}")
     spec = up(data_dir, brokers=settings.brokers, profile=settings.profile, base_port=0,
-              overrides=settings.overrides, say=lambda _: None)
+              overrides=settings.overrides, say=lambda _: None, netns=settings.netns)
     try:
         reasons = unsupported_kinds(settings.nemesis, spec)
         if reasons:
@@ -99,7 +107,14 @@ def run_chaos(settings: ChaosSettings, out: Path, say: Callable[[str], None] = p
             started = time.monotonic()
             nemesis = Nemesis(data_dir, say=lambda _: None)
             settle = _Settle(spec.zookeeper, data_dir, settings)
-            _play(steps, nemesis, recorder, started, say, settle)
+            if script is None:
+                _play(steps, nemesis, recorder, started, say, settle)
+            else:
+                _wait_for_acks(workload, 100, 30)
+                script(nemesis, recorder)
+                settle.healed_at = time.monotonic()
+                nemesis.heal()
+                _sleep_until(started + settings.duration_s)
             unknown = workload.stop_producers(timeout_s=30)
             sending_s = time.monotonic() - started
             settled_s = settle.wait(time.monotonic() + settings.settle_s)
@@ -162,6 +177,12 @@ def _play(steps: list[NemesisStep], nemesis: Nemesis, recorder: Recorder, starte
         nemesis.stop(step)
         recorder.nemesis("stop", step.kind, victims, step.detail, step.step)
         settle.healed_at = time.monotonic()
+
+
+def _wait_for_acks(workload: Workload, count: int, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while workload.counters.acknowledged < count and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 def _sleep_until(moment: float) -> None:

@@ -370,3 +370,16 @@ def test_the_result_is_what_results_json_holds():
     history.send("gone", partition=0, offset=3)
     result = check(history.operations, final)
     assert CheckResult.model_validate_json(result.model_dump_json()) == result
+
+
+def test_an_acknowledged_value_read_and_then_truncated_away_is_lost_and_its_read_dirty():
+    history, final = clean_run()
+    sent = history.send("acked-then-gone", partition=2, offset=3)
+    poll = history.poll((2, 3, "acked-then-gone"))
+    result = check(history.operations, final)
+    assert result.counts["lost-write"] == 1 and result.counts["dirty-read"] == 1
+    [lost] = only(result, "lost-write", "dirty-read").examples
+    assert (lost.ops, lost.values, lost.offsets) == ((sent,), ("acked-then-gone",), (3,))
+    assert "read once, then truncated" in lost.detail
+    [dirty] = only(result, "dirty-read", "lost-write").examples
+    assert dirty.ops == (poll, sent)

@@ -1,0 +1,172 @@
+"""`kafkasim chaos run | matrix | campaign`: parsers, and the verdicts printed with rich. Exit status: 0 valid,
+1 anomalies, 2 an error of kafkasim's own (bad options, a cluster that would not start, a fault that failed)."""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from cluster.chaos.checker import CheckResult
+from cluster.chaos.matrix import REPLICATION_MATRIX, matrix_rows, matrix_table
+from cluster.chaos.runner import EXIT_ERROR, EXIT_INVALID, EXIT_VALID, ChaosSettings, run_chaos
+from cluster.chaos.schedule import KIND_HELP, NemesisSpecError, parse_nemesis
+from cluster.chaos.workload import WorkloadSettings
+from cluster.processes import ClusterError
+
+DEFAULT_NEMESIS_LOOPBACK = "kill,pause,controller,bounce,zk-down"
+DEFAULT_NEMESIS_NETNS = "kill,pause,partition,zk-isolate,controller,bounce,zk-down"
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    chaos = sub.add_parser("chaos", help="seeded fault runs with a recorded workload and a Jepsen-style verdict")
+    # the subcommands take the global options too (--data-dir), as every kafkasim command does
+    chaos_sub = chaos.add_subparsers(dest="chaos_command", required=True, parser_class=type(chaos))
+
+    run = chaos_sub.add_parser("run", help="one run: cluster, workload, the seed's faults, heal, settle, check",
+                               description="Exit status 0: valid; 1: anomalies found; 2: the run itself failed.")
+    _run_options(run)
+    run.add_argument("--out", type=Path, default=None, help="the run's folder (default: DATA_DIR/chaos/seed-S-<time>)")
+
+    matrix = chaos_sub.add_parser("matrix", help="Kafka's replication test matrix, one row per cell")
+    matrix.add_argument("--duration", type=float, default=30.0, help="seconds per cell (default 30)")
+    matrix.add_argument("--cell", action="append", metavar="MODE/BROKER",
+                        help="only these cells, e.g. hard_bounce/leader (repeatable)")
+    matrix.add_argument("--out", type=Path, default=None)
+
+    campaign = chaos_sub.add_parser("campaign", help="many seeded runs, one row each and a total")
+    _run_options(campaign)
+    campaign.add_argument("--runs", type=int, default=10)
+    campaign.add_argument("--out", type=Path, default=None)
+
+
+def _run_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--seed", type=int, default=None, help="the schedule's seed (default: random, printed)")
+    parser.add_argument("--duration", type=float, default=60.0, help="seconds of workload and faults (default 60)")
+    parser.add_argument("--nemesis", default=None,
+                        help="comma-separated faults: " + ", ".join(KIND_HELP) + "; 'all' or 'none' "
+                             f"(default: {DEFAULT_NEMESIS_LOOPBACK}, with --netns also partition and zk-isolate)")
+    parser.add_argument("--acks", choices=["all", "1"], default="all")
+    parser.add_argument("--idempotent", action=argparse.BooleanOptionalAction, default=True)
+    parser.add_argument("--rate", type=float, default=200.0, help="sends per second (default 200)")
+    parser.add_argument("--override", action="append", metavar="KEY=VALUE",
+                        help="broker property, e.g. unclean.leader.election.enable=true (repeatable)")
+    parser.add_argument("--netns", action="store_true",
+                        help="brokers in network namespaces (root), for partition, zk-isolate and slow")
+
+
+def _settings(args: argparse.Namespace, seed: int) -> ChaosSettings:
+    try:
+        nemesis = parse_nemesis(args.nemesis or (DEFAULT_NEMESIS_NETNS if args.netns else DEFAULT_NEMESIS_LOOPBACK))
+    except NemesisSpecError as exc:
+        raise ClusterError(str(exc)) from None
+    overrides = {"min.insync.replicas": "2", "unclean.leader.election.enable": "false"}
+    for item in args.override or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ClusterError(f"--override takes key=value, got {item!r}")
+        overrides[key.strip()] = value.strip()
+    return ChaosSettings(seed=seed, duration_s=args.duration, nemesis=nemesis, overrides=overrides, netns=args.netns,
+                         workload=WorkloadSettings(acks=args.acks, idempotent=args.idempotent, rate=args.rate))
+
+
+def _stamp() -> str:
+    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+
+
+def run_command(args: argparse.Namespace, data_dir: Path) -> int:
+    console = Console()
+    try:
+        if args.chaos_command == "run":
+            return _run(args, data_dir, console)
+        if args.chaos_command == "matrix":
+            return _matrix(args, data_dir, console)
+        return _campaign(args, data_dir, console)
+    except ClusterError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+def _run(args: argparse.Namespace, data_dir: Path, console: Console) -> int:
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1_000_000)
+    out = (args.out or data_dir / "chaos" / f"seed-{seed}-{_stamp()}").resolve()
+    run = run_chaos(_settings(args, seed), out, say=lambda line: console.print(line, markup=False, highlight=False))
+    console.print(result_table(run.result, f"seed {seed}"))
+    console.print(f"{run.ops_per_s:.0f} acknowledged sends/s; settled "
+                  + (f"{run.heal_to_settled_s:.1f} s after the last fault" if run.heal_to_settled_s is not None
+                     else "NOT within the settle time")
+                  + f"; results in {out}", markup=False, highlight=False)
+    return run.exit_code
+
+
+def result_table(result: CheckResult, title: str) -> Table:
+    style = {"valid": "green", "invalid": "bold red", "unknown": "yellow"}[result.verdict]
+    table = Table(title=Text(f"{title}: {result.verdict}", style=style))
+    table.add_column("anomaly")
+    table.add_column("count", justify="right")
+    table.add_column("first example")
+    for report in result.anomalies:
+        example = report.examples[0] if report.examples else None
+        where = "" if example is None else (
+            f"{example.topic}-{example.partition} offsets {list(example.offsets)} values {list(example.values)[:3]} "
+            f"ops {list(example.ops)[:4]} {example.detail}")
+        table.add_row(Text(report.name, style="red"), str(report.count), Text(where))
+    if not result.anomalies:
+        table.add_row(Text("none", style="green"), "0", Text(""))
+    a, s = result.availability, result.summary
+    table.caption = (f"{s.acknowledged} of {s.sends} sends acknowledged, {s.failed} failed, {s.indeterminate} unknown; "
+                     f"{s.records_polled} records polled; longest time without an acknowledgement "
+                     f"{a.longest_without_ok_send_ms / 1000:.1f} s" + (f" ({', '.join(a.faults_during_gap)})"
+                                                                       if a.faults_during_gap else ""))
+    return table
+
+
+def _matrix(args: argparse.Namespace, data_dir: Path, console: Console) -> int:
+    from cluster.chaos.matrix_run import run_matrix
+
+    cells = REPLICATION_MATRIX
+    if args.cell:
+        known = {cell.cell_id: cell for cell in REPLICATION_MATRIX}
+        unknown = [c for c in args.cell if c not in known]
+        if unknown:
+            raise ClusterError(f"unknown cells {unknown}; known: {', '.join(known)}")
+        cells = tuple(known[c] for c in args.cell)
+    out = (args.out or data_dir / "chaos" / f"matrix-{_stamp()}").resolve()
+    with console.status("running the replication matrix"):
+        results = run_matrix(out, args.duration, cells, say=lambda line: console.print(line, markup=False))
+    rows = [row for row in matrix_rows(results) if row.verdict != "not run" or not args.cell]
+    console.print(matrix_table(rows))
+    console.print(f"runs in {out}", markup=False, highlight=False)
+    return EXIT_VALID if all(row.passed for row in rows if row.passed is not None) else EXIT_INVALID
+
+
+def _campaign(args: argparse.Namespace, data_dir: Path, console: Console) -> int:
+    if args.runs < 1:
+        raise ClusterError("--runs must be at least 1")
+    first = args.seed if args.seed is not None else random.SystemRandom().randrange(1_000_000)
+    out = (args.out or data_dir / "chaos" / f"campaign-{_stamp()}").resolve()
+    table = Table(title=f"chaos campaign: {args.runs} runs of {args.duration:.0f} s from seed {first}")
+    for column in ("seed", "verdict", "faults", "acked", "ops/s", "lost", "duplicates", "other", "settled"):
+        table.add_column(column, justify="left" if column == "verdict" else "right")
+    passed = 0
+    for seed in range(first, first + args.runs):
+        run = run_chaos(_settings(args, seed), out / f"seed-{seed}", say=lambda _: None)
+        passed += run.result.valid
+        counts = run.result.counts
+        other = sum(n for name, n in counts.items() if name not in ("lost-write", "duplicate"))
+        row = (str(seed), Text(run.result.verdict, style="green" if run.result.valid else "bold red"),
+               str(len(run.steps) - 1), str(run.result.summary.acknowledged), f"{run.ops_per_s:.0f}",
+               str(counts["lost-write"]), str(counts["duplicate"]), str(other),
+               "-" if run.heal_to_settled_s is None else f"{run.heal_to_settled_s:.1f} s")
+        table.add_row(*row)
+        console.print(Text(" ".join(str(c) for c in row)), highlight=False)  # progress: one line per run
+    table.caption = f"{passed} of {args.runs} runs valid"
+    console.print(table)
+    console.print(f"runs in {out}", markup=False, highlight=False)
+    return EXIT_VALID if passed == args.runs else EXIT_INVALID

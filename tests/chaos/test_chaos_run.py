@@ -1,0 +1,118 @@
+"""`kafkasim chaos run` end to end on real brokers and a real ZooKeeper: the safe configuration survives every
+nemesis with a valid verdict, and an unsafe one is caught with the lost values named."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cluster.chaos.history import read_nemesis, read_operations
+from cluster.chaos.nemesis import Nemesis
+from cluster.chaos.runner import RESULTS_FILE, SCHEDULE_FILE, ChaosSettings, run_chaos
+from cluster.chaos.schedule import ScheduleSettings, nemesis_schedule
+from cluster.chaos.workload import WorkloadSettings
+from cluster.chaos.history import Recorder
+
+pytestmark = [pytest.mark.processes, pytest.mark.slow, pytest.mark.chaos, pytest.mark.timeout(600)]
+
+SHORT = ScheduleSettings(quiet_s=(2, 4), hold_s=(3, 6), recovery_s=8)
+SAFE = {"min.insync.replicas": "2", "unclean.leader.election.enable": "false"}
+
+
+def test_safe_configuration_survives_every_fault_of_a_seeded_run(tmp_path):
+    settings = ChaosSettings(seed=11, duration_s=45, nemesis=("kill", "pause", "controller", "bounce", "zk-down"),
+                             schedule=SHORT)
+    run = run_chaos(settings, tmp_path / "run", say=print)
+    assert run.result.verdict == "valid", run.result.anomalies
+    assert all(count == 0 for count in run.result.counts.values())
+    assert run.result.summary.acknowledged > 1000
+    assert run.result.summary.partitions_with_final_reads == 6
+    # the faults the seed planned are the faults that were applied, in order, at their times
+    planned = [s for s in nemesis_schedule(11, 45, settings.nemesis, [1, 2, 3], SHORT) if s.kind != "heal"]
+    assert len(planned) >= 3
+    started = [e for e in read_nemesis(tmp_path / "run" / "nemesis.jsonl") if e.type == "start" and e.kind != "heal"]
+    assert [(e.step, e.kind) for e in started] == [(s.step, s.kind) for s in planned]
+    first_op = read_operations(tmp_path / "run" / "operations.jsonl")[0].mono_ns
+    for event, step in zip(started, planned, strict=True):
+        assert abs((event.mono_ns - first_op) / 1e9 - step.at_s) < 3.0  # applied when planned (plus start-up)
+    results = json.loads((tmp_path / "run" / RESULTS_FILE).read_text())
+    assert results["verdict"] == "valid" and results["seed"] == 11 and results["ops_per_s"] > 50
+    assert (tmp_path / "run" / "throughput-latency.png").stat().st_size > 10_000
+    assert (tmp_path / "run" / "offsets.png").stat().st_size > 10_000
+
+
+def test_the_command_line_run_writes_its_folder_and_exits_0_when_valid(tmp_path):
+    out = tmp_path / "cli-run"
+    done = subprocess.run([sys.executable, "-m", "cluster.cli", "--data-dir", str(tmp_path / "unused"), "chaos", "run",
+                           "--seed", "5", "--duration", "25", "--nemesis", "kill", "--out", str(out)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "seed 5: valid" in done.stdout
+    schedule = json.loads((out / SCHEDULE_FILE).read_text())
+    assert schedule == [s.model_dump() for s in nemesis_schedule(5, 25, ("kill",), [1, 2, 3])]
+    for name in ("operations.jsonl", "nemesis.jsonl", "final-reads.json", RESULTS_FILE):
+        assert (out / name).exists(), name
+
+
+def kill_followers_then_leader(nemesis: Nemesis, recorder: Recorder) -> None:
+    """Every replica but the leader of chaos-a-0 dies, so the ISR shrinks to the leader, which keeps taking
+    writes alone; then the leader dies too and the others come back. Only an unclean election gives the
+    partition a leader now — one that never had those writes."""
+    leader = nemesis.leader("chaos-a", 0)
+    others = [b.broker_id for b in nemesis.spec.brokers if b.broker_id != leader]
+    recorder.nemesis("start", "kill", others, "the followers of chaos-a-0", 0)
+    for broker in others:
+        nemesis.kill9(broker)
+    _wait(lambda: not set(others) & nemesis.registered(), 15)
+    _sleep(4)  # the leader, alone in every ISR, acknowledges acks=1 writes nobody else has
+    recorder.nemesis("start", "kill", [leader], "the leader of chaos-a-0", 1)
+    nemesis.kill9(leader)
+    for broker in others:
+        nemesis.start_broker(broker)
+    recorder.nemesis("stop", "kill", others, "the followers of chaos-a-0", 0)
+    _sleep(4)  # what the followers' partitions do without the old leader: offline, or an unclean leader
+    nemesis.start_broker(leader)
+    recorder.nemesis("stop", "kill", [leader], "the leader of chaos-a-0", 1)
+
+
+def _wait(condition, timeout_s: float) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.1)
+
+
+def _sleep(seconds: float) -> None:
+    import time
+
+    time.sleep(seconds)
+
+
+def scripted_run(tmp_path: Path, name: str, acks: str, overrides: dict[str, str]):
+    settings = ChaosSettings(seed=0, duration_s=25, nemesis=(), overrides=overrides,
+                             workload=WorkloadSettings(acks=acks, idempotent=acks == "all", rate=300))
+    return run_chaos(settings, tmp_path / name, say=print, script=kill_followers_then_leader)
+
+
+def test_acks_1_with_unclean_election_loses_acknowledged_writes_and_the_checker_names_them(tmp_path):
+    run = scripted_run(tmp_path, "unsafe", "1", {"min.insync.replicas": "1", "unclean.leader.election.enable": "true"})
+    assert run.result.verdict == "invalid"
+    lost = next(report for report in run.result.anomalies if report.name == "lost-write")
+    assert lost.count > 0
+    example = lost.examples[0]
+    assert example.values and all(v.startswith("producer-") for v in example.values)
+    acked = {op.value for op in read_operations(tmp_path / "unsafe" / "operations.jsonl")
+             if op.f == "send" and op.type == "ok"}
+    assert set(example.values) <= acked, "every value named lost was acknowledged to its producer"
+
+
+def test_the_same_faults_lose_nothing_with_the_safe_configuration(tmp_path):
+    run = scripted_run(tmp_path, "safe", "all", SAFE)
+    assert run.result.verdict == "valid", run.result.anomalies
+    assert run.result.counts["lost-write"] == 0
+    # the cost of safety: writes were refused (NOT_ENOUGH_REPLICAS) or waited while the ISR was too small
+    assert run.result.availability.longest_without_ok_send_ms > 3000
