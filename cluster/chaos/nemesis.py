@@ -134,21 +134,21 @@ class Nemesis:
 
     # --- steps ---------------------------------------------------------------------------------------------
 
-    def start(self, step: NemesisStep) -> list[int]:
-        """Begins the step's fault; returns the brokers it hit (the controller's id for ``controller``)."""
+    def victims(self, step: NemesisStep) -> list[int]:
+        """The brokers the step will hit: its targets, or the controller of the moment for ``controller``."""
+        return [self.controller()] if step.kind == "controller" else list(step.targets)
+
+    def start(self, step: NemesisStep, victims: list[int]) -> None:
+        """Begins the step's fault on the brokers ``victims`` named; a bounce's restarts all happen here."""
         kind = step.kind
-        if kind == "kill":
-            for broker in step.targets:
-                self.kill9(broker)
-            victims = list(step.targets)
-        elif kind == "controller":
-            victims = [self.controller()]
-            if victims[0] >= 0:
-                self.kill9(victims[0])
+        if kind in ("kill", "controller"):
+            for broker in victims:
+                if broker >= 0:
+                    self.kill9(broker)
         elif kind == "pause":
-            victims = [b for b in step.targets if self._signal(b, signal.SIGSTOP)]
+            for broker in victims:
+                self._signal(broker, signal.SIGSTOP)
         elif kind == "bounce":
-            victims = list(step.targets)
             restarts = int(step.detail.split()[0]) if step.detail[:1].isdigit() else 3
             for _ in range(restarts):
                 for broker in victims:
@@ -156,17 +156,14 @@ class Nemesis:
                     self.start_broker(broker)
         elif kind == "zk-down":
             stop_zookeeper(self.data_dir, say=self.say)
-            victims = []
         elif kind in ("partition", "zk-isolate") and _has_netns(self.spec):
             from cluster.net import actions
 
-            victims = list(step.targets)
             for broker in victims:
                 actions.isolate(self.data_dir, broker, "brokers" if kind == "partition" else "zookeeper", say=self.say)
         elif kind == "slow" and _has_netns(self.spec):
             from cluster.net import actions
 
-            victims = list(step.targets)
             delay_ms = int(step.detail.split()[1]) if step.detail.startswith("delay ") else 100
             for broker in victims:
                 actions.slow(self.data_dir, broker, delay_ms, delay_ms // 5, 0.0, say=self.say)
@@ -176,7 +173,6 @@ class Nemesis:
         else:
             raise NemesisError(f"unknown nemesis step kind {kind!r}")
         self._victims[step.step] = victims
-        return victims
 
     def stop(self, step: NemesisStep) -> None:
         victims = self._victims.pop(step.step, list(step.targets))

@@ -171,8 +171,10 @@ def _play(steps: list[NemesisStep], nemesis: Nemesis, recorder: Recorder, starte
             continue
         _sleep_until(started + step.at_s)
         say(f"  {step.at_s:6.1f} s  {step.kind} {list(step.targets) or ''} for {step.hold_s:.1f} s")
-        victims = nemesis.start(step)
+        victims = nemesis.victims(step)
+        # recorded before it is applied, so the fault precedes its effects in the history (as in the traces)
         recorder.nemesis("start", step.kind, victims, step.detail, step.step)
+        nemesis.start(step, victims)
         _sleep_until(started + step.heal_at_s)
         nemesis.stop(step)
         recorder.nemesis("stop", step.kind, victims, step.detail, step.step)

@@ -108,7 +108,11 @@ class ChaosProducer:
         the checker treats an invoke without completion as indeterminate)."""
         self.stop.set()
         self.thread.join(10)
-        return self.producer.flush(timeout_s)
+        unknown = self.producer.flush(timeout_s)
+        # Destroyed now, not when collected: librdkafka would keep reconnecting to brokers whose addresses
+        # (a --netns cluster's) stop existing at `down`, and those connections would leave the machine.
+        self.producer = None
+        return unknown
 
 
 class ChaosReader:
@@ -164,6 +168,7 @@ class ChaosReader:
         self.stop.set()
         self.thread.join(10)
         self.consumer.close()
+        self.consumer = None
 
 
 class Workload:

@@ -46,12 +46,14 @@ def test_safe_configuration_survives_every_fault_of_a_seeded_run(tmp_path):
 def test_the_command_line_run_writes_its_folder_and_exits_0_when_valid(tmp_path):
     out = tmp_path / "cli-run"
     done = subprocess.run([sys.executable, "-m", "cluster.cli", "--data-dir", str(tmp_path / "unused"), "chaos", "run",
-                           "--seed", "5", "--duration", "25", "--nemesis", "kill", "--out", str(out)],
+                           "--seed", "4", "--duration", "35", "--nemesis", "kill", "--out", str(out)],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "seed 5: valid" in done.stdout
+    assert "seed 4: valid" in done.stdout
     schedule = json.loads((out / SCHEDULE_FILE).read_text())
-    assert schedule == [s.model_dump() for s in nemesis_schedule(5, 25, ("kill",), [1, 2, 3])]
+    planned = nemesis_schedule(4, 35, ("kill",), [1, 2, 3])
+    assert [s.kind for s in planned] == ["kill", "heal"]
+    assert schedule == [s.model_dump(mode="json") for s in planned]
     for name in ("operations.jsonl", "nemesis.jsonl", "final-reads.json", RESULTS_FILE):
         assert (out / name).exists(), name
 
@@ -116,3 +118,14 @@ def test_the_same_faults_lose_nothing_with_the_safe_configuration(tmp_path):
     assert run.result.counts["lost-write"] == 0
     # the cost of safety: writes were refused (NOT_ENOUGH_REPLICAS) or waited while the ISR was too small
     assert run.result.availability.longest_without_ok_send_ms > 3000
+
+
+@pytest.mark.netns
+def test_safe_configuration_survives_network_partitions_and_zookeeper_isolation(tmp_path):
+    settings = ChaosSettings(seed=21, duration_s=45, nemesis=("partition", "zk-isolate"), schedule=SHORT, netns=True)
+    kinds = {s.kind for s in nemesis_schedule(21, 45, settings.nemesis, [1, 2, 3], SHORT)}
+    assert kinds == {"partition", "zk-isolate", "heal"}
+    run = run_chaos(settings, tmp_path / "run", say=print)
+    assert run.result.verdict == "valid", run.result.anomalies
+    assert run.result.summary.acknowledged > 1000
+    assert run.heal_to_settled_s is not None
