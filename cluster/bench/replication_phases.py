@@ -1,97 +1,30 @@
-"""``kafkasim bench replication``: what replication costs an unmodified client, on a fresh 3-broker cluster,
-measured with confluent-kafka (librdkafka) on the same machine as the brokers:
-
-(a) produce latency with acks=all: 1 KiB messages at a fixed rate (200/s by default), linger.ms=0, to a
-    topic with replication factor 3 and min.insync.replicas=2, p50 and p99 of send -> delivery callback;
-(b) produce throughput with acks=all against acks=1: the same messages, batching and topic layout (RF3,
-    min.insync.replicas=2), in pairs of runs, as the machine's memory is and pre-faulted (``bench_acks``);
-(c) follower catch-up: one follower (not the controller) is killed, ``--catchup-mib`` MiB are produced with
-    acks=1 while it is down, then it is started again. Caught up means every partition's log on its disk
-    holds as many bytes as the leader's (followers append the leader's batches as they are, so equal sizes
-    are equal log end offsets; the leaders' logs no longer change). The rate (of message values, like the
-    other figures) counts from its first fetched byte on disk to the last, so start-up and log recovery are
-    left out (they are reported apart, with the CPU time the follower used), and the
-    phase also waits for ZooKeeper to show it back in every ISR;
-(d) the timing wheel against ``loop.call_later`` (``broker.purgatory.bench``), after the cluster is gone.
-
-Each phase has a deadline; one that cannot finish stops the run with what it got that far.
-"""
+"""The cluster phases of ``kafkasim bench replication``: (a) acks=all latency, (b) acks=all against acks=1
+throughput (``acks.py``), (c) follower catch-up."""
 
 from __future__ import annotations
 
-import asyncio
-import os
-import shutil
 import signal
-import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 from confluent_kafka import Producer
 
-from broker.purgatory import bench as timer_bench
-from cluster.bench import _state, temporary_cluster
-from cluster.bench_acks import throughput_phase
-from cluster.bench_client import (
-    CLIENT_VERSION,
-    LATENCY_PRODUCER,
-    LIBRDKAFKA_VERSION,
-    PROFILE,
-    THROUGHPUT_PRODUCER,
-    Bench,
-    ClientLog,
-    CpuMeter,
-    Deadline,
-    Stopwatch,
-    measure_latency,
-    print_report,
-    run_phases,
-    say,
-)
-from cluster.bench_figures import MIB, Figure, PhaseReport, percentile, throughput_mib_s
+from cluster.bench.acks import throughput_phase
+from cluster.bench.client_kit import LATENCY_PRODUCER, THROUGHPUT_PRODUCER, ClientBench, Deadline, Stopwatch
+from cluster.bench.cluster_run import cluster_state
+from cluster.bench.latency import measure_latency
+from cluster.bench.measure import MIB, percentile, throughput_mib_s
+from cluster.bench.process_facts import CpuMeter
+from cluster.bench.replication import TOPIC_CONFIG, ReplicationBenchSettings
+from cluster.bench.report import Figure, Phase
 from cluster.lifecycle import start_broker
-from cluster.processes import ClusterError, ClusterLayout, stop_process
+from cluster.processes import ClusterLayout, stop_process
 
 LATENCY_TARGET_P50_MS = 5.0
 CATCHUP_TARGET_MIB_S = 150.0
-TIMER_SPEED_UP_TARGET = timer_bench.TARGET_SPEED_UP
-TOPIC_CONFIG = {"min.insync.replicas": "2"}
 POLL_S = 0.01
-
-
-@dataclass(frozen=True)
-class ReplicationBenchSettings:
-    messages: int = 200_000          # (b) messages produced in each run
-    throughput_rounds: int = 3       # (b) pairs of runs (acks=1, acks=all) in each memory condition
-    catchup_mib: int = 1024          # (c) MiB produced while the follower is down
-    latency_messages: int = 2_000    # (a) messages sent at latency_rate
-    latency_rate: int = 200          # (a) messages per second
-    timer_ops: int = 1_000_000       # (d) add-then-cancel operations per timer run
-    phase_timeout_s: float = 180.0
-    message_bytes: int = 1024
-    partitions: int = 3
-    brokers: int = 3
-    replication_factor: int = 3
-
-    def check(self, free_bytes: int) -> None:
-        for name in ("messages", "catchup_mib", "latency_messages", "latency_rate", "timer_ops", "phase_timeout_s"):
-            if getattr(self, name) <= 0:
-                raise ClusterError(f"--{name.replace('_', '-').removesuffix('-s')} must be positive")
-        paced_s = self.latency_messages / self.latency_rate
-        if paced_s + 10 > self.phase_timeout_s:
-            raise ClusterError(f"the latency phase needs {paced_s:.0f} s at {self.latency_rate} msg/s plus set-up, "
-                               f"more than --phase-timeout {self.phase_timeout_s:g} s: lower --latency-messages "
-                               "or raise --phase-timeout")
-        # Every byte is written once per replica.
-        written = self.catchup_mib * MIB + (4 * self.throughput_rounds * self.messages
-                                              + self.latency_messages) * self.message_bytes
-        needed = int(1.2 * self.replication_factor * written)
-        if free_bytes < needed:
-            raise ClusterError(f"the run writes about {needed / MIB:,.0f} MiB but {tempfile.gettempdir()} has "
-                               f"{free_bytes / MIB:,.0f} MiB free: lower --catchup-mib / --messages, or point "
-                               "TMPDIR at a roomier disk")
 
 
 def partition_log_bytes(logs_dir: Path, topic: str, partitions: int) -> dict[int, int]:
@@ -149,8 +82,8 @@ class CatchUpWatch:
         return f"the follower holds {have / MIB:,.1f} of {want / MIB:,.1f} MiB"
 
 
-class ReplicationBench:
-    def __init__(self, bench: Bench, layout: ClusterLayout) -> None:
+class ReplicationRun:
+    def __init__(self, bench: ClientBench, layout: ClusterLayout) -> None:
         self.bench, self.layout = bench, layout
         self.settings: ReplicationBenchSettings = bench.settings  # type: ignore[assignment]
 
@@ -158,7 +91,7 @@ class ReplicationBench:
         self.bench.create_topic(name, deadline, self.settings.replication_factor, TOPIC_CONFIG)
 
     def state(self, topic: str):
-        return asyncio.run(_state(self.bench.spec.zookeeper, [topic]))
+        return cluster_state(self.bench.spec.zookeeper, [topic])
 
     def wait_for(self, condition: Callable[[], bool], deadline: Deadline, progress: Callable[[], str]) -> None:
         while not condition():
@@ -177,7 +110,7 @@ class ReplicationBench:
                       lambda: f"the replicas of {topic} still differ: {sizes()}")
 
 
-def latency_phase(run: ReplicationBench) -> PhaseReport:
+def latency_phase(run: ReplicationRun) -> Phase:
     settings = run.settings
     deadline = Deadline("acks=all latency", settings.phase_timeout_s)
     run.create_topic("bench-latency-all", deadline)
@@ -191,7 +124,7 @@ def latency_phase(run: ReplicationBench) -> PhaseReport:
                       LATENCY_TARGET_P50_MS, at_least=False),
                Figure("acks_all_latency_p99", f"{label}, p99", percentile(latencies, 99), "ms", None, False)]
     librdkafka = sample.librdkafka_percentiles()
-    return PhaseReport(
+    return Phase(
         "latency", f"{count:,} msgs sent at {sample.achieved_rate:,.0f} msg/s; max {max(latencies):.1f} ms; "
                    f"librdkafka's own p50/p99 {librdkafka.get('p50', float('nan')):.2f}/"
                    f"{librdkafka.get('p99', float('nan')):.2f} ms",
@@ -201,7 +134,7 @@ def latency_phase(run: ReplicationBench) -> PhaseReport:
         sample.watch.cpu_s)
 
 
-def catchup_phase(run: ReplicationBench) -> PhaseReport:
+def catchup_phase(run: ReplicationRun) -> Phase:
     settings, bench, layout = run.settings, run.bench, run.layout
     topic = "bench-catchup"
     deadline = Deadline("catch-up phase's set-up", settings.phase_timeout_s)
@@ -258,7 +191,7 @@ def catchup_phase(run: ReplicationBench) -> PhaseReport:
     # shows what it could do with one to itself.
     follower_cpu_s = cpu.cpu_s["brokers"].get(victim, 0.0)
     per_cpu_s = throughput_mib_s(done.copied_bytes, follower_cpu_s)
-    return PhaseReport(
+    return Phase(
         "catch-up", f"broker {victim} copied {done.copied_bytes / MIB:,.1f} MiB in {done.copy_s:.2f} s using "
                     f"{follower_cpu_s:.1f} CPU s ({per_cpu_s:,.0f} MiB per CPU s); its first byte came "
                     f"{done.first_byte_s:.2f} s after the start command, back in every ISR after {in_isr_s:.2f} s; "
@@ -271,38 +204,4 @@ def catchup_phase(run: ReplicationBench) -> PhaseReport:
          "follower_cpu_s": follower_cpu_s, "mib_per_follower_cpu_s": round(per_cpu_s, 1),
          "leader_log_bytes": targets}, cpu.cpu_s)
 
-
-def timer_phase(settings: ReplicationBenchSettings) -> PhaseReport:
-    started = time.perf_counter()
-    results = timer_bench.measure(settings.timer_ops, repeat=3)
-    figures = [Figure(f"timing_wheel_speed_up_{r.shape}",
-                      f"(d) timing wheel vs loop.call_later, {settings.timer_ops:,} add+cancel, {r.shape}",
-                      r.speed_up, "x", TIMER_SPEED_UP_TARGET) for r in results]
-    summary = "; ".join(f"{r.shape}: wheel {r.wheel.cpu_s:.2f} s / {r.wheel.peak_mib:.0f} MiB, call_later "
-                        f"{r.call_later.cpu_s:.2f} s / {r.call_later.peak_mib:.0f} MiB" for r in results)
-    return PhaseReport("timer", f"CPU time, best of 3, tracemalloc peak: {summary}", time.perf_counter() - started,
-                       figures, {"ops": settings.timer_ops, "shapes": [r.as_dict() for r in results]})
-
-
 PHASES = (("latency", latency_phase), ("produce", throughput_phase), ("catch-up", catchup_phase))
-
-
-def run_replication_bench(settings: ReplicationBenchSettings, *, as_json: bool = False, strict: bool = False) -> int:
-    """Returns 0, or 1 if a phase could not finish (or, with ``strict``, a target was missed)."""
-    settings.check(shutil.disk_usage(tempfile.gettempdir()).free)
-    say(f"starting a {settings.brokers}-broker cluster ({PROFILE} profile) in a temporary directory ...")
-    with temporary_cluster(settings.brokers, PROFILE) as (spec, layout):
-        title = (f"kafkasim replication benchmark: {settings.brokers} brokers ({PROFILE} profile) in "
-                 f"{layout.data_dir}, replication factor {settings.replication_factor}, "
-                 f"confluent-kafka {CLIENT_VERSION} / librdkafka {LIBRDKAFKA_VERSION}, "
-                 f"{os.cpu_count()} CPUs shared by clients and brokers")
-        # Bench reads partitions and message_bytes from its settings, which these have too.
-        bench = Bench(spec, settings, CpuMeter(spec, layout), ClientLog(), say)  # type: ignore[arg-type]
-        phases, error = run_phases(PHASES, ReplicationBench(bench, layout), layout, spec)
-    if error is None:
-        say("phase timer (cluster stopped) ...")
-        phases.append(timer_phase(settings))
-    setup = {"brokers": settings.brokers, "profile": PROFILE, "cpus": os.cpu_count(),
-             "confluent_kafka": CLIENT_VERSION, "librdkafka": LIBRDKAFKA_VERSION, "topic_config": TOPIC_CONFIG,
-             "settings": asdict(settings)}
-    return print_report(title, setup, phases, error, as_json=as_json, strict=strict)
