@@ -30,7 +30,7 @@ from cluster.bench.process_facts import available_memory_bytes
 from cluster.bench.report import Figure, Phase
 
 if TYPE_CHECKING:
-    from cluster.bench.replication_phases import ReplicationRun
+    from cluster.bench.replication_run import ReplicationRun
 
 THROUGHPUT_RATIO_TARGET = 0.8
 

@@ -102,7 +102,8 @@ def run(args: argparse.Namespace, progress: Progress) -> Report:
     from cluster.bench.cluster_run import temporary_cluster
     from cluster.bench.process_facts import CpuMeter
     from cluster.bench.purgatory import timer_phase
-    from cluster.bench.replication_phases import PHASES, ReplicationRun
+    from cluster.bench.replication_phases import PHASES
+    from cluster.bench.replication_run import ReplicationRun
 
     settings = settings_from(args)
     settings.check(shutil.disk_usage(tempfile.gettempdir()).free)

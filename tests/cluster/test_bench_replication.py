@@ -14,7 +14,8 @@ from cluster.bench.measure import MIB
 from cluster.bench.page_cache import page_cache_write_mib_s, prefault_size_mib
 from cluster.bench.process_facts import available_memory_bytes
 from cluster.bench.replication import ReplicationBenchSettings
-from cluster.bench.replication_phases import CatchUpWatch, partition_log_bytes
+from cluster.bench.catchup import CatchUpWatch
+from cluster.bench.replication_run import partition_log_bytes
 from cluster.processes import ClusterError
 from tests.cluster.test_bench_client import _processes_mentioning
 
