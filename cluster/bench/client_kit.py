@@ -34,7 +34,7 @@ class PhaseError(ClusterError):
 
 
 class TopicLayout(Protocol):
-    """What ClientBench reads of a bench's settings."""
+    """What ClientBench itself reads of a bench's settings; each bench's phases read its own settings type."""
 
     partitions: int
     message_bytes: int

@@ -12,8 +12,6 @@ from cluster.bench.progress import Progress
 from cluster.bench.registry import benches
 from cluster.bench.report import render, to_json
 
-COMMON = ("command", "bench", "json", "strict", "data_dir")
-
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     bench = sub.add_parser("bench", help="measure figures; `kafkasim bench list` names every bench",
@@ -28,11 +26,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         entry.options(parser)
         parser.add_argument("--json", action="store_true", help="print the report as JSON (progress stays on stderr)")
         parser.add_argument("--strict", action="store_true", help="exit with status 1 when a figure misses its target")
-
-
-def settings_of(args: argparse.Namespace) -> dict:
-    """The bench's own options as given or defaulted: what its report lists as settings."""
-    return {key: value for key, value in vars(args).items() if key not in COMMON}
 
 
 def run(args: argparse.Namespace, _data_dir: Path) -> int:

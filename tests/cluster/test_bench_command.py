@@ -110,6 +110,17 @@ def test_foundation_reports_start_up_failover_and_memory():
     assert figures["idle_broker_rss_mib"]["target"] == 80.0
 
 
+@pytest.mark.processes
+@pytest.mark.slow
+def test_groups_reports_member_and_coordinator_failover():
+    report = report_of("groups", "--rounds", "1", timeout=280)
+    figures = figures_of(report)
+    assert set(figures) == {"member_failover_median_s", "member_failover_over_session_s",
+                            "coordinator_failover_median_s"}
+    assert figures["member_failover_median_s"]["value"] > 0 and figures["coordinator_failover_median_s"]["value"] > 0
+    assert [p["name"] for p in report["phases"]] == ["member", "coord"]
+
+
 @pytest.mark.spark
 @pytest.mark.slow
 def test_analysis_times_every_job_on_a_small_synthetic_run():

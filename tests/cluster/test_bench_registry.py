@@ -11,7 +11,6 @@ import pytest
 from rich.console import Console
 
 from cluster.bench import log as log_bench
-from cluster.bench.command import settings_of
 from cluster.bench.registry import benches
 from cluster.bench.report import Figure, Phase, Report, render, to_json
 from cluster.cli import _parser
@@ -24,6 +23,11 @@ PHASE_KEYS = {"name", "summary", "elapsed_s", "figures", "details", "cpu_s"}
 
 def parse(*argv: str) -> argparse.Namespace:
     return _parser().parse_args(["bench", *argv])
+
+
+def settings_of(args: argparse.Namespace) -> dict:
+    """The bench's own options, without those every bench (or the whole command) takes."""
+    return {k: v for k, v in vars(args).items() if k not in ("command", "bench", "json", "strict", "data_dir")}
 
 
 def test_the_registry_lists_the_nine_benches_in_order_each_with_one_line():
