@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import psutil
 import pytest
 
 from rich.console import Console
@@ -72,15 +73,7 @@ def test_settings_refuse_to_start_without_the_disk_space_the_run_needs():
 
 
 def _processes_mentioning(text: str) -> list[int]:
-    found = []
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit():
-            try:
-                if text in (proc / "cmdline").read_bytes().decode(errors="replace"):
-                    found.append(int(proc.name))
-            except OSError:
-                continue
-    return found
+    return [proc.pid for proc in psutil.process_iter(["cmdline"]) if text in " ".join(proc.info["cmdline"] or [])]
 
 
 @pytest.mark.processes
