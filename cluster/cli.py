@@ -13,6 +13,7 @@ from pathlib import Path
 
 import broker.__main__ as broker_entry
 
+from cluster.bench import command as bench_command
 from cluster.net.system import NotRootError
 from cluster.processes import ClusterError, ClusterLayout, default_data_dir
 
@@ -145,35 +146,7 @@ def _parser() -> argparse.ArgumentParser:
     from cluster.chaos.command import add_parser as add_chaos_parser
 
     add_chaos_parser(sub)
-
-    bench = sub.add_parser("bench", help="measure figures on a fresh cluster of its own (temporary data dir)",
-                           description="foundation: start-up, failover and memory figures. client: produce and "
-                                       "consume throughput and produce latency with confluent-kafka. replication: "
-                                       "acks=all latency and throughput, follower catch-up, timing wheel.")
-    bench.add_argument("what", choices=["foundation", "client", "groups", "replication"])
-    bench.add_argument("--rounds", type=_positive_int, default=3,
-                       help="foundation, groups: clusters to start; replication: acks=1 / acks=all pairs of "
-                            "throughput runs")
-    bench.add_argument("--messages", type=_positive_int, default=None,
-                       help="client: 1 KiB messages for the produce throughput (default 300000); replication: "
-                            "for each of acks=1 and acks=all (default 200000)")
-    bench.add_argument("--size-mib", type=_positive_int, default=1024,
-                       help="client: size of the topic read from the beginning (default 1024)")
-    bench.add_argument("--latency-messages", type=_positive_int, default=None,
-                       help="client, replication: messages timed for the produce latency (default 5000, 2000)")
-    bench.add_argument("--latency-rate", type=_positive_int, default=None,
-                       help="client, replication: messages per second during the latency phase (default 500, 200)")
-    bench.add_argument("--phase-timeout", type=_positive_int, default=None, metavar="SECONDS",
-                       help="client, replication: a phase that takes longer stops the run with exit status 1 "
-                            "(default 120, 180)")
-    bench.add_argument("--catchup-mib", type=_positive_int, default=1024,
-                       help="replication: MiB produced while a follower is down, then fetched by it (default 1024)")
-    bench.add_argument("--timer-ops", type=_positive_int, default=1_000_000,
-                       help="replication: add-then-cancel operations timed on the timing wheel and on "
-                            "loop.call_later (default 1000000)")
-    bench.add_argument("--json", action="store_true", help="client, replication: print the figures as JSON")
-    bench.add_argument("--strict", action="store_true",
-                       help="client, replication: exit with status 1 when a target is missed")
+    bench_command.add_parser(sub)
     return parser
 
 
@@ -233,24 +206,6 @@ def _docker_options(command: argparse.ArgumentParser) -> None:
                          help="act on the docker-compose cluster's containers (Docker Engine API)")
     command.add_argument("--project", default=None,
                          help="with --docker: the compose project (default: the only one running kafkasim)")
-
-
-def _given_bench_options(args: argparse.Namespace) -> dict:
-    """The shared bench options the user gave; each bench has its own defaults for the others."""
-    given = {"messages": args.messages, "latency_messages": args.latency_messages,
-             "latency_rate": args.latency_rate,
-             "phase_timeout_s": None if args.phase_timeout is None else float(args.phase_timeout)}
-    return {key: value for key, value in given.items() if value is not None}
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
-    return value
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -353,28 +308,6 @@ def _start(args: argparse.Namespace, data_dir: Path) -> int:
     return 0
 
 
-def _bench(args: argparse.Namespace, _data_dir: Path) -> int:
-    if args.what == "client":
-        from cluster.bench_client import ClientBenchSettings, run_client_bench
-
-        settings = ClientBenchSettings(size_mib=args.size_mib, **_given_bench_options(args))
-        return run_client_bench(settings, as_json=args.json, strict=args.strict)
-    if args.what == "replication":
-        from cluster.bench_replication import ReplicationBenchSettings, run_replication_bench
-
-        settings = ReplicationBenchSettings(catchup_mib=args.catchup_mib, timer_ops=args.timer_ops,
-                                            throughput_rounds=args.rounds,
-                                            **_given_bench_options(args))
-        return run_replication_bench(settings, as_json=args.json, strict=args.strict)
-    if args.what == "groups":
-        from cluster.bench_groups import run_groups_bench
-
-        return run_groups_bench(args.rounds)
-    from cluster.bench import run_foundation_bench
-
-    return run_foundation_bench(args.rounds)
-
-
 def _analyze(args: argparse.Namespace, _data_dir: Path) -> int:
     from analysis.analyze import run_analyze
     from analysis.load import RunDirectoryError
@@ -469,7 +402,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, Path], int]] = {
     "connect": _docker_only,
     "net": _net,
     "groups": _groups,
-    "bench": _bench,
+    "bench": bench_command.run,
     "chaos": _chaos,
     "traces": _traces,
     "analyze": _analyze,

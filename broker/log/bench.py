@@ -1,17 +1,14 @@
-"""Log benchmark: append throughput, random-offset lookups on 1,000 segments, recovery time per GiB.
+"""Log benchmark: append throughput, random-offset lookups on many segments, recovery time per GiB.
 
-Run ``python -m broker.log.bench`` (``--quick`` for a smoke run). Works in a temporary directory that is
-removed afterwards; at most ~0.6 GB of disk is in use at any time.
+Plain functions over a directory the caller owns; ``kafkasim bench log`` runs them in a temporary one and
+reports the figures.
 """
 
 from __future__ import annotations
 
-import argparse
-import os
 import random
 import shutil
 import statistics
-import tempfile
 import time
 from pathlib import Path
 
@@ -107,32 +104,3 @@ def bench_recovery(root: Path, total_bytes: int, rng: random.Random) -> tuple[fl
     shutil.rmtree(directory)
     gib = size / (1 << 30)
     return elapsed / gib, gib
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dir", type=Path, default=None, help="parent of the temporary directory")
-    parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
-    args = parser.parse_args(argv)
-    scale = 16 if args.quick else 1
-    rng = random.Random(42)
-    root = Path(tempfile.mkdtemp(prefix="kafkasim-log-bench-", dir=args.dir))
-    try:
-        print(f"kafkasim log benchmark in {root} ({os.cpu_count()} CPUs; page cache warm, no fsync on append)")
-        for batch_size in (16 * 1024, MIB):
-            median, low, high = bench_append(root, batch_size, 128 * MIB // scale, 7, rng)
-            print(
-                f"append as leader, {batch_size // 1024:>4} KiB batches, CRC-32C checked: median {median:.0f} MB/s "
-                f"(7 rounds of {128 // scale} MiB: {low:.0f}..{high:.0f})"
-            )
-        segments = 1000 // scale
-        mean, p50, p99 = bench_lookup(root, segments, 20000 // scale, rng)
-        print(f"random-offset read on {segments} segments: mean {mean:.1f} µs, p50 {p50:.1f} µs, p99 {p99:.1f} µs")
-        per_gib, gib = bench_recovery(root, 512 * MIB // scale, rng)
-        print(f"recovery (re-validate + rebuild indexes), {gib:.2f} GiB of 16 KiB batches: {per_gib:.2f} s/GiB")
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
-
-
-if __name__ == "__main__":
-    main()

@@ -1,4 +1,4 @@
-"""Timing wheel versus asyncio timers: add then cancel N timeouts (``python -m broker.purgatory.bench``).
+"""Timing wheel versus asyncio timers: add then cancel N timeouts (``kafkasim bench purgatory`` reports it).
 
 Two shapes: "batch" adds all N (so all are pending at the peak, like a loaded purgatory) then cancels
 them; "interleaved" cancels each right after adding it (a request completed at once). Delays cycle over
@@ -8,10 +8,10 @@ its heap, as they do in a busy loop until it sweeps them.
 Both sides create one operation object per timeout, as a purgatory does whichever timer it uses (the
 request's state: a DelayedOperation). On the wheel that object is the timer task itself; with
 ``call_later`` it holds the TimerHandle it has to cancel (and asyncio adds a Context per handle).
-``--handles-only`` leaves the operation objects out of the asyncio side, as if it were free there.
+``handles_only`` leaves the operation objects out of the asyncio side, as if it were free there.
 
 Each timed run starts after a full garbage collection, and the wheel's and asyncio's runs alternate, so a
-machine shared with other work slows both alike. Time is the best of ``--repeat`` runs, as CPU time of
+machine shared with other work slows both alike. Time is the best of ``repeat`` runs, as CPU time of
 this process (what the speed-up is computed from: it does not count the time other processes held the
 core) and as wall time. Peak memory comes from one extra run under tracemalloc. Both timers pay the
 garbage collector for the objects they keep; it is part of what a broker pays, so it stays on.
@@ -19,10 +19,8 @@ garbage collector for the objects they keep; it is part of what a broker pays, s
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import gc
-import json
 import time
 import tracemalloc
 from collections.abc import Callable
@@ -197,39 +195,3 @@ def measure(count: int = 1_000_000, repeat: int = 3, handles_only: bool = False)
                                  _peak_mib(asyncio_run, delays_s))
         results.append(ShapeResult(shape, wheel, call_later))
     return results
-
-
-def render(results: list[ShapeResult], count: int, repeat: int, handles_only: bool = False) -> str:
-    objects = "call_later side: handles only" if handles_only else "an operation object per timeout on both sides"
-    lines = [f"{count:,} add+cancel, delays 1..30000 ms, {objects}, best of {repeat}",
-             f"{'shape':<12} {'timer':<16} {'cpu s':>7} {'ns/op':>6} {'wall s':>7} {'peak MiB':>9}"]
-    for result in results:
-        for label, m in (("timing wheel", result.wheel), ("loop.call_later", result.call_later)):
-            lines.append(f"{result.shape:<12} {label:<16} {m.cpu_s:>7.3f} {m.cpu_s / count * 1e9:>6.0f} "
-                         f"{m.wall_s:>7.3f} {m.peak_mib:>9.1f}")
-        verdict = "pass" if result.speed_up >= TARGET_SPEED_UP else "FAIL"
-        lines.append(f"{result.shape:<12} wheel speed-up: {result.speed_up:.2f}x CPU time "
-                     f"({result.wall_speed_up:.2f}x wall), target >= {TARGET_SPEED_UP:g}x: {verdict}")
-    return "\n".join(lines)
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--count", type=int, default=1_000_000, help="timeouts per run (default 1000000)")
-    parser.add_argument("--repeat", type=int, default=3, help="timed runs of each timer, best kept (default 3)")
-    parser.add_argument("--handles-only", action="store_true",
-                        help="create no operation objects on the call_later side, only its handles")
-    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
-    args = parser.parse_args(argv)
-    if args.count < 1 or args.repeat < 1:
-        parser.error("--count and --repeat must be at least 1")
-    results = measure(args.count, args.repeat, args.handles_only)
-    if args.json:
-        print(json.dumps({"count": args.count, "repeat": args.repeat, "handles_only": args.handles_only,
-                          "shapes": [result.as_dict() for result in results]}, indent=2))
-    else:
-        print(render(results, args.count, args.repeat, args.handles_only))
-
-
-if __name__ == "__main__":
-    main()

@@ -1,5 +1,6 @@
 """``kafkasim bench client``: the figures' rules directly, and one small run of the real command."""
 
+import io
 import json
 import os
 import re
@@ -7,10 +8,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import psutil
 import pytest
 
-from cluster.bench_client import ClientBenchSettings
-from cluster.bench_figures import CpuSample, Figure, PhaseReport, percentile, render_table, report_dict
+from rich.console import Console
+
+from cluster.bench.client import ClientBenchSettings
+from cluster.bench.measure import percentile
+from cluster.bench.process_facts import CpuSample
+from cluster.bench.report import Figure, Phase, Report, render
 from cluster.processes import ClusterError
 
 
@@ -29,10 +35,10 @@ def test_percentile_of_nothing_is_an_error():
 
 
 def test_a_throughput_target_is_a_floor_and_a_figure_without_target_passes_nothing():
-    assert Figure("t", "t", 60.0, "MiB/s", 60.0).passed is True
-    assert Figure("t", "t", 59.9, "MiB/s", 60.0).passed is False
-    assert Figure("l", "l", 5.0, "ms", 4.0, at_least=False).passed is False
-    assert Figure("l", "l", 5.0, "ms").passed is None
+    assert Figure("t", "t", 60.0, "MiB/s", 60.0).met is True
+    assert Figure("t", "t", 59.9, "MiB/s", 60.0).met is False
+    assert Figure("l", "l", 5.0, "ms", 4.0, at_least=False).met is False
+    assert Figure("l", "l", 5.0, "ms").met is None
 
 
 def test_cpu_use_reports_what_other_processes_took():
@@ -43,14 +49,17 @@ def test_cpu_use_reports_what_other_processes_took():
 
 
 def test_the_table_and_json_carry_every_figure_and_the_reason_a_run_stopped():
-    phase = PhaseReport("produce", "10 msgs", 1.0, [Figure("produce_throughput", "(a) produce", 75.0, "MiB/s", 60.0)],
-                        cpu_s={"brokers": {1: 0.1}, "client": 0.2, "other_processes": 0.0})
-    table = render_table("title", [phase], error="the consume phase did not finish")
+    phase = Phase("produce", "10 msgs", 1.0, [Figure("produce_throughput", "(a) produce", 75.0, "MiB/s", 60.0)],
+                  cpu_s={"brokers": {1: 0.1}, "client": 0.2, "other_processes": 0.0})
+    report = Report("client", "title", {}, [phase], error="the consume phase did not finish")
+    console = Console(width=200, record=True, file=io.StringIO())
+    render(report, console)
+    table = console.export_text()
     assert re.search(r"\(a\) produce\s+75\.0 MiB/s\s+>= 60 MiB/s\s+pass", table)
     assert "stopped: the consume phase did not finish" in table
-    report = json.loads(json.dumps(report_dict("title", {}, [phase], "stopped")))
-    assert report["figures"][0]["passed"] is True
-    assert report["all_targets_met"] is False
+    data = json.loads(json.dumps(report.as_json()))
+    assert data["figures"][0]["met"] is True
+    assert data["all_targets_met"] is False
 
 
 def test_settings_refuse_a_latency_phase_longer_than_the_phase_timeout():
@@ -64,15 +73,7 @@ def test_settings_refuse_to_start_without_the_disk_space_the_run_needs():
 
 
 def _processes_mentioning(text: str) -> list[int]:
-    found = []
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit():
-            try:
-                if text in (proc / "cmdline").read_bytes().decode(errors="replace"):
-                    found.append(int(proc.name))
-            except OSError:
-                continue
-    return found
+    return [proc.pid for proc in psutil.process_iter(["cmdline"]) if text in " ".join(proc.info["cmdline"] or [])]
 
 
 @pytest.mark.processes

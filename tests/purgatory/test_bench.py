@@ -1,6 +1,4 @@
-"""``python -m broker.purgatory.bench``: a small real run of both timers, figures as a reader gets them."""
-
-import json
+"""The timing-wheel measurements behind ``kafkasim bench purgatory``: a small real run of both timers."""
 
 import pytest
 
@@ -20,20 +18,12 @@ def test_both_shapes_are_measured_for_both_timers_with_their_memory():
     assert batch.wheel.peak_mib > interleaved.wheel.peak_mib
 
 
-def test_the_command_prints_json_with_the_speed_ups(capsys):
-    bench.main(["--count", "2000", "--repeat", "1", "--json"])
-    report = json.loads(capsys.readouterr().out)
-    assert report["count"] == 2000
-    assert {shape["shape"] for shape in report["shapes"]} == {"batch", "interleaved"}
-    assert all(shape["speed_up"] > 0 for shape in report["shapes"])
-
-
-def test_the_command_refuses_a_count_of_zero():
-    with pytest.raises(SystemExit):
-        bench.main(["--count", "0"])
-
-
 def test_handles_only_leaves_the_operation_objects_out_of_the_call_later_side():
     with_operations, handles_only = (bench.measure(count=2_000, repeat=1, handles_only=flag)[0]
                                      for flag in (False, True))
     assert handles_only.call_later.peak_mib < with_operations.call_later.peak_mib
+
+
+def test_a_count_of_zero_is_refused():
+    with pytest.raises(ValueError):
+        bench.measure(count=0)

@@ -10,57 +10,29 @@ produces lands in three page caches, and on a virtual machine whose hypervisor t
 page reporting), each page the kernel hands out again costs a fault on the host: ten times the cost of the
 copy itself, measured here. acks=all pays for all three copies inside its window; acks=1 pays for the
 followers' copies partly after it. Touching and freeing enough memory just before a run lets both settings
-start from pages the host has backed, as on a machine without a balloon. ``python -m cluster.bench_acks``
+start from pages the host has backed, as on a machine without a balloon. ``kafkasim bench page-cache``
 measures the effect on its own.
 """
 
 from __future__ import annotations
 
-import argparse
-import mmap
-import os
-import sys
-import tempfile
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from statistics import median
 from typing import TYPE_CHECKING
 
 from confluent_kafka import KafkaException, Producer
 
-from cluster.bench_client import THROUGHPUT_PRODUCER, Deadline, PhaseError, Stopwatch
-from cluster.bench_figures import MIB, Figure, PhaseReport, throughput_mib_s
+from cluster.bench.client_kit import THROUGHPUT_PRODUCER, Deadline, PhaseError, Stopwatch
+from cluster.bench.measure import throughput_mib_s
+from cluster.bench.page_cache import prefault_memory, prefault_size_mib
+from cluster.bench.process_facts import available_memory_bytes
+from cluster.bench.report import Figure, Phase
 
 if TYPE_CHECKING:
-    from cluster.bench_replication import ReplicationBench
+    from cluster.bench.replication_run import ReplicationRun
 
 THROUGHPUT_RATIO_TARGET = 0.8
-
-
-def prefault_size_mib(volume_bytes: int, replicas: int, available_bytes: int) -> int:
-    """Every replica's page cache plus as much again for buffers, within half of the available memory."""
-    wanted = 2 * replicas * volume_bytes // MIB + 256
-    return max(0, min(wanted, available_bytes // 2 // MIB))
-
-
-def available_memory_bytes(meminfo: Path = Path("/proc/meminfo")) -> int:
-    for line in meminfo.read_text().splitlines():
-        if line.startswith("MemAvailable:"):
-            return int(line.split()[1]) * 1024
-    return 0
-
-
-def prefault_memory(mib: int) -> float:
-    """Write every page of ``mib`` MiB of fresh anonymous memory, then free it; the seconds it took."""
-    started = time.perf_counter()
-    chunk = b"\x01" * MIB
-    # Private, not Python's default shared mapping: shared anonymous pages are shmem, freed apart from the
-    # page cache's supply.
-    with mmap.mmap(-1, mib * MIB, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS) as area:
-        for _ in range(mib):
-            area.write(chunk)
-    return time.perf_counter() - started
 
 
 @dataclass(frozen=True)
@@ -72,7 +44,7 @@ class ThroughputRun:
     cpu_s: dict
 
 
-def _produce_timed(run: ReplicationBench, topic: str, acks: str, deadline: Deadline) -> Stopwatch:
+def _produce_timed(run: ReplicationRun, topic: str, acks: str, deadline: Deadline) -> Stopwatch:
     bench = run.bench
     producer = Producer(bench.config({**THROUGHPUT_PRODUCER, "acks": acks}, f"producer-acks-{acks}"))
     try:
@@ -82,7 +54,7 @@ def _produce_timed(run: ReplicationBench, topic: str, acks: str, deadline: Deadl
     return bench.produce(producer, topic, run.settings.messages, deadline, f"acks={acks}")
 
 
-def throughput_run(run: ReplicationBench, topic: str, acks: str, deadline: Deadline,
+def throughput_run(run: ReplicationRun, topic: str, acks: str, deadline: Deadline,
                    prefault_mib: int) -> ThroughputRun:
     run.create_topic(topic, deadline)
     # Right before the clock: the host takes freed memory back after a few seconds.
@@ -97,7 +69,7 @@ def throughput_run(run: ReplicationBench, topic: str, acks: str, deadline: Deadl
 Pair = dict[str, ThroughputRun]
 
 
-def run_pairs(run: ReplicationBench, rounds: int, deadline: Deadline,
+def run_pairs(run: ReplicationRun, rounds: int, deadline: Deadline,
               prefault_mib: int) -> tuple[list[Pair], list[Pair]]:
     """Each round a pair as the machine is, then a pre-faulted pair: a machine that slows down over the runs
     (more topics, more memory in the page cache) weighs on both conditions alike."""
@@ -141,7 +113,7 @@ class PairFigures:
                          for n, pair in enumerate(self.pairs))
 
 
-def throughput_phase(run: ReplicationBench) -> PhaseReport:
+def throughput_phase(run: ReplicationRun) -> Phase:
     settings = run.settings
     rounds = settings.throughput_rounds
     deadline = Deadline("throughput", 2 * settings.phase_timeout_s * rounds)
@@ -175,41 +147,4 @@ def throughput_phase(run: ReplicationBench) -> PhaseReport:
                "prefault_mib_s": round(prefault_mib / median(touched), 1) if prefault_mib else None,
                "acks_1_replicated_throughput_fresh_memory": round(as_is.replicated_rate(), 1),
                "runs": as_is.runs("fresh") + backed.runs("backed"), "producer": THROUGHPUT_PRODUCER}
-    return PhaseReport("produce", summary, phase.elapsed_s, figures, details, phase.cpu_s)
-
-
-def page_cache_write_mib_s(directory: Path, mib: int) -> float:
-    """MiB/s of ``mib`` MiB written (no fsync) into a new file, which the kernel must give fresh pages."""
-    chunk = b"\x02" * MIB
-    path = directory / "page-cache-probe"
-    fd = os.open(path, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600)
-    try:
-        started = time.perf_counter()
-        for n in range(mib):
-            os.pwrite(fd, chunk, n * MIB)
-        return mib / (time.perf_counter() - started)
-    finally:
-        os.close(fd)
-        path.unlink()
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m cluster.bench_acks``: does this machine's page cache pay for memory the host took back?"""
-    parser = argparse.ArgumentParser(prog="python -m cluster.bench_acks", description=main.__doc__)
-    parser.add_argument("--mib", type=int, default=1024, help="MiB written each time (default 1024)")
-    parser.add_argument("--idle-s", type=float, default=20.0,
-                        help="seconds to wait before the second write, for the host to take freed pages back")
-    args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory(prefix="kafkasim-page-cache-") as tmp:
-        touched_s = prefault_memory(2 * args.mib)  # twice over: other processes take freed pages too
-        backed = page_cache_write_mib_s(Path(tmp), args.mib)
-        time.sleep(args.idle_s)
-        fresh = page_cache_write_mib_s(Path(tmp), args.mib)
-    print(f"first touch of {2 * args.mib:,} MiB of anonymous memory: {2 * args.mib / touched_s:,.0f} MiB/s")
-    print(f"page-cache writes right after freeing it: {backed:,.0f} MiB/s")
-    print(f"page-cache writes {args.idle_s:g} s later: {fresh:,.0f} MiB/s ({backed / fresh:.1f}x slower)")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    return Phase("produce", summary, phase.elapsed_s, figures, details, phase.cpu_s)

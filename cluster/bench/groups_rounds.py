@@ -1,26 +1,14 @@
-"""``kafkasim bench groups``: how long a consumer group stops consuming when something dies, on a fresh
-3-broker cluster (classroom profile), with confluent-kafka consumers running as separate processes:
-
-(a) member failover: kill -9 one of three members of a group on a 6-partition topic; time until one of the
-    others consumes a record of the dead member's partitions again. Bounded below by the session timeout
-    (the coordinator must first expire the member), then a rebalance;
-(b) coordinator failover: kill -9 the broker coordinating the group; time until a commit reaches the new
-    coordinator (a committed offset read back from it is higher than before the kill). Bounded below by
-    ZooKeeper noticing the dead broker, then a leader election for the __consumer_offsets partition, the
-    new leader replaying that partition, and the clients finding it.
+"""One round of ``kafkasim bench groups`` on a running cluster: member failover, then coordinator failover.
 
 A producer thread keeps records flowing to every partition so that consuming and committing never pause
-for lack of data. Each round uses a fresh cluster.
+for lack of data.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import signal
-import statistics
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -28,14 +16,12 @@ from pathlib import Path
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from cluster.bench import poll_until, temporary_cluster
-from cluster.bench_figures import Figure, PhaseReport, render_table
+from cluster.bench.cluster_run import poll_until
+from cluster.bench.groups import MEMBERS, SESSION_TIMEOUT_MS
 from cluster.group_consumer import GroupConsumerProcess, owned_exactly_once
 from cluster.processes import ClusterError, ClusterLayout, ClusterSpec
 
-TOPIC, GROUP, PARTITIONS, MEMBERS = "bench-groups", "bench-group", 6, 3
-SESSION_TIMEOUT_MS = 6000  # group.min.session.timeout.ms: the fastest expiry a member may ask for
-ZOOKEEPER_SESSION_MS = 2000  # the classroom profile's zookeeper.session.timeout.ms
+TOPIC, GROUP, PARTITIONS = "bench-groups", "bench-group", 6
 STEP_TIMEOUT_S = 90
 # librdkafka reports every refused connection to a killed broker; expected here, so kept out of the output
 QUIET = logging.getLogger("kafkasim.bench.groups.librdkafka")
@@ -121,42 +107,3 @@ def one_round(spec: ClusterSpec, layout: ClusterLayout, work: Path) -> tuple[flo
         reader.close()
         for consumer in consumers:
             consumer.stop()
-
-
-def run_groups_bench(rounds: int = 3) -> int:
-    member, coordinator = [], []
-    error = None
-    for number in range(1, rounds + 1):
-        with temporary_cluster(3, "classroom") as (spec, layout), tempfile.TemporaryDirectory() as work:
-            try:
-                m, c = one_round(spec, layout, Path(work))
-            except ClusterError as exc:
-                error = f"round {number}: {exc}"
-                break
-            member.append(m)
-            coordinator.append(c)
-            print(f"round {number}: member failover {m:.2f} s, coordinator failover {c:.2f} s", flush=True)
-    phases = []
-    if member:
-        phases.append(PhaseReport(
-            "member", f"kill -9 of 1 of {MEMBERS} confluent-kafka members, session.timeout.ms="
-                      f"{SESSION_TIMEOUT_MS}: {', '.join(f'{v:.2f}' for v in member)} s",
-            sum(member), [
-                Figure("member_failover_median_s", "kill -9 member -> its partitions consumed again (median)",
-                       statistics.median(member), "s"),
-                # negative is possible: the session runs from the member's last heartbeat, which came up to
-                # heartbeat.interval.ms (500) before the kill
-                Figure("member_failover_over_session_s", "  ... minus the session timeout (from last heartbeat)",
-                       statistics.median(member) - SESSION_TIMEOUT_MS / 1000, "s")]))
-    if coordinator:
-        phases.append(PhaseReport(
-            "coord", f"kill -9 of the group coordinator, zookeeper.session.timeout.ms={ZOOKEEPER_SESSION_MS}: "
-                     f"{', '.join(f'{v:.2f}' for v in coordinator)} s",
-            sum(coordinator), [
-                Figure("coordinator_failover_median_s", "kill -9 coordinator -> group commits again (median)",
-                       statistics.median(coordinator), "s")]))
-    table = render_table(f"kafkasim consumer group benchmark ({len(member)} rounds, 3 brokers, classroom profile)",
-                         phases, error)
-    print(table.split("\n\nMiB/s")[0])  # the shared renderer's footer is about throughput, not measured here
-    print(json.dumps({"member_failover_s": member, "coordinator_failover_s": coordinator}))
-    return 1 if error else 0

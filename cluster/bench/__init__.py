@@ -1,0 +1,1 @@
+"""Benches: one registry of everything kafkasim measures, one report, one command (``kafkasim bench NAME``)."""
