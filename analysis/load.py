@@ -6,15 +6,17 @@ are found by name (``trace.jsonl``, ``tools-trace.jsonl``, rotated ``trace.jsonl
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import StringType, StructField, StructType
 
 from analysis.schema import model_struct, trace_schema
 from traces.events import SCHEMA_VERSION
-from traces.history import FINAL_LOGS_DIR, HISTORY_SUFFIX, AcknowledgedWrite, StoredRecord
+from traces.history import FINAL_LOGS_DIR, HISTORY_SUFFIX, OFFSET_UNKNOWN, AcknowledgedWrite, StoredRecord
 
 _TRACE_FILE = re.compile(r"^(.*-)?trace\.jsonl(\.\d+)?$")
 
@@ -55,12 +57,40 @@ def check_schema_versions(events: DataFrame) -> None:
                                 f"{SCHEMA_VERSION}; analyze them with the kafkasim that wrote them")
 
 
+def _is_operation_history(path: Path) -> bool:
+    """A `kafkasim chaos` history (invoke and completion of every operation) rather than acknowledged writes;
+    told apart by its first line, which names the operation's function (``f``)."""
+    with open(path, encoding="utf-8") as file:
+        first = file.readline()
+    try:
+        return "f" in json.loads(first)
+    except ValueError:
+        return False
+
+
 def load_history(spark: SparkSession, run_dir: Path, extra: list[Path] | None = None) -> DataFrame | None:
+    """Acknowledged writes from both history formats: the workload histories' lines as they are, and the
+    acknowledged sends (``f`` send, ``type`` ok) of chaos histories, an unknown offset as -1."""
     files = history_files(run_dir) + list(extra or [])
     if not files:
         return None
-    return spark.read.schema(model_struct(AcknowledgedWrite)).option("mode", "FAILFAST").json(
-        [str(p) for p in files])
+    operations = [str(p) for p in files if _is_operation_history(p)]
+    writes = [str(p) for p in files if str(p) not in operations]
+    schema = model_struct(AcknowledgedWrite)
+    frames = []
+    if writes:
+        frames.append(spark.read.schema(schema).option("mode", "FAILFAST").json(writes))
+    if operations:
+        with_kind = StructType([*schema.fields, StructField("f", StringType()), StructField("type", StringType())])
+        sends = spark.read.schema(with_kind).option("mode", "FAILFAST").json(operations).where(
+            (F.col("f") == "send") & (F.col("type") == "ok"))
+        frames.append(sends.select(*(F.coalesce(F.col("offset"), F.lit(OFFSET_UNKNOWN)).cast(field.dataType)
+                                     .alias("offset") if field.name == "offset" else F.col(field.name)
+                                     for field in schema.fields)))
+    result = frames[0]
+    for frame in frames[1:]:
+        result = result.unionByName(frame)
+    return result
 
 
 def load_final_logs(spark: SparkSession, run_dir: Path) -> DataFrame | None:

@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from traces.history import StoredRecord
 
-OPERATIONS_FILE = "operations.jsonl"
+OPERATIONS_FILE = "history.jsonl"  # `kafkasim analyze` reads its acknowledged sends too (analysis/load.py)
 NEMESIS_FILE = "nemesis.jsonl"
 FINAL_READS_FILE = "final-reads.json"
 
@@ -214,7 +214,7 @@ class JsonLinesWriter:
 
 class Recorder:
     """Builds operations with fresh indexes and the injected clocks' times and hands each to its sink
-    (``JsonLinesWriter.append`` of operations.jsonl / nemesis.jsonl, or a list's ``append`` in tests).
+    (``JsonLinesWriter.append`` of history.jsonl / nemesis.jsonl, or a list's ``append`` in tests).
 
     ``complete`` takes the invoke, so a completion cannot name another operation's index or process.
     """

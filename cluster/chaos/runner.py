@@ -2,10 +2,10 @@
 let the cluster settle, read every replica's log, check, and write the run's folder:
 
     results.json      the verdict, counts per anomaly, examples with their operations, availability
-    operations.jsonl  every client operation, invoke and completion
+    history.jsonl     every client operation, invoke and completion
     nemesis.jsonl     every fault start and stop, on the same clocks
     schedule.json     the steps the seed gave (same seed, same steps)
-    final-reads.json  every replica's records after settling
+    final-reads.json  every replica's records after settling (and final-logs/, the same as `traces collect`)
     cluster/          the cluster's data, traces and logs (for `kafkasim traces collect` and `analyze`)
     *.png             acknowledged throughput and latency over time with faults shaded, offsets per partition
 """
@@ -38,6 +38,7 @@ from cluster.chaos.workload import Workload, WorkloadSettings
 from cluster.final_logs import broker_records
 from cluster.lifecycle import down, up
 from cluster.processes import ClusterError, ClusterLayout
+from traces.history import FINAL_LOGS_DIR
 from zk.admin import create_topic
 from zk.client import connected
 
@@ -125,10 +126,16 @@ def run_chaos(settings: ChaosSettings, out: Path, say: Callable[[str], None] = p
         leaders = _leaders(spec.zookeeper, settings.workload.topics)
     finally:
         down(data_dir, say=lambda _: None, timeout_s=30)
-    final = FinalReads.from_stored_records(
-        (record for broker in spec.brokers
-         for record in broker_records(broker.broker_id, [ClusterLayout(data_dir).broker_dir(broker.broker_id) / "logs"])
-         if record.topic in settings.workload.topics), leaders)
+    stored = [record for broker in spec.brokers
+              for record in broker_records(broker.broker_id,
+                                           [ClusterLayout(data_dir).broker_dir(broker.broker_id) / "logs"])
+              if record.topic in settings.workload.topics]
+    # the same records as `traces collect` dumps them, so `kafkasim analyze` finds the missing writes here too
+    (out / FINAL_LOGS_DIR).mkdir(exist_ok=True)
+    for broker in spec.brokers:
+        (out / FINAL_LOGS_DIR / f"broker-{broker.broker_id}.jsonl").write_text("".join(
+            record.model_dump_json() + "\n" for record in stored if record.broker == broker.broker_id))
+    final = FinalReads.from_stored_records(stored, leaders)
     (out / FINAL_READS_FILE).write_text(final.model_dump_json() + "\n")
     result = check(read_operations(out / OPERATIONS_FILE), final, read_nemesis(out / NEMESIS_FILE))
     (out / RESULTS_FILE).write_text(json.dumps({

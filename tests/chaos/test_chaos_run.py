@@ -34,7 +34,7 @@ def test_safe_configuration_survives_every_fault_of_a_seeded_run(tmp_path):
     assert len(planned) >= 3
     started = [e for e in read_nemesis(tmp_path / "run" / "nemesis.jsonl") if e.type == "start" and e.kind != "heal"]
     assert [(e.step, e.kind) for e in started] == [(s.step, s.kind) for s in planned]
-    first_op = read_operations(tmp_path / "run" / "operations.jsonl")[0].mono_ns
+    first_op = read_operations(tmp_path / "run" / "history.jsonl")[0].mono_ns
     for event, step in zip(started, planned, strict=True):
         assert abs((event.mono_ns - first_op) / 1e9 - step.at_s) < 3.0  # applied when planned (plus start-up)
     results = json.loads((tmp_path / "run" / RESULTS_FILE).read_text())
@@ -54,7 +54,7 @@ def test_the_command_line_run_writes_its_folder_and_exits_0_when_valid(tmp_path)
     planned = nemesis_schedule(4, 35, ("kill",), [1, 2, 3])
     assert [s.kind for s in planned] == ["kill", "heal"]
     assert schedule == [s.model_dump(mode="json") for s in planned]
-    for name in ("operations.jsonl", "nemesis.jsonl", "final-reads.json", RESULTS_FILE):
+    for name in ("history.jsonl", "nemesis.jsonl", "final-reads.json", RESULTS_FILE):
         assert (out / name).exists(), name
 
 
@@ -107,7 +107,7 @@ def test_acks_1_with_unclean_election_loses_acknowledged_writes_and_the_checker_
     assert lost.count > 0
     example = lost.examples[0]
     assert example.values and all(v.startswith("producer-") for v in example.values)
-    acked = {op.value for op in read_operations(tmp_path / "unsafe" / "operations.jsonl")
+    acked = {op.value for op in read_operations(tmp_path / "unsafe" / "history.jsonl")
              if op.f == "send" and op.type == "ok"}
     assert set(example.values) <= acked, "every value named lost was acknowledged to its producer"
 
@@ -129,3 +129,17 @@ def test_safe_configuration_survives_network_partitions_and_zookeeper_isolation(
     assert run.result.verdict == "valid", run.result.anomalies
     assert run.result.summary.acknowledged > 1000
     assert run.heal_to_settled_s is not None
+
+
+@pytest.mark.spark
+def test_kafkasim_analyze_reads_a_chaos_run_folder(tmp_path):
+    out = tmp_path / "run"
+    run = run_chaos(ChaosSettings(seed=4, duration_s=20, nemesis=(), schedule=SHORT), out, say=print)
+    assert run.result.valid
+    done = subprocess.run([sys.executable, "-m", "cluster.cli", "analyze", str(out)], capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    summary = (out / "analysis" / "summary.txt").read_text()
+    acknowledged = run.result.summary.acknowledged
+    assert f"acknowledged writes: {acknowledged}, missing from the final logs: 0" in summary
+    assert (out / "analysis" / "missing_writes.csv").exists()
