@@ -16,10 +16,13 @@ How the real processes are steered (brokers L, F, X; F is the controller, so not
 from __future__ import annotations
 
 import signal
+import time
 from dataclasses import dataclass
 
 import pytest
 
+from cluster.chaos.checker import CheckResult, check
+from cluster.chaos.history import FinalReads, Recorder, ReplicaRead
 from tests.harness import RunningCluster, wait_until
 from tests.replication.support import (
     SESSION_S,
@@ -100,3 +103,28 @@ def test_leader_epochs_keep_the_acknowledged_write(cluster_factory):
     hw = wait_for_event(outcome.cluster, outcome.new_leader, te.HighWatermarkUpdated, 10, topic=TOPIC,
                         role="leader", where=lambda e: e.high_watermark >= 2)
     assert hw.high_watermark == 2
+
+
+def chaos_check(outcome: Outcome) -> CheckResult:
+    """The chaos checker on this scenario: two acknowledged sends, and every replica's log once settled."""
+    operations = []
+    recorder = Recorder(operations.append, lambda _: None, lambda: time.time() * 1000, time.monotonic_ns)
+    for offset, value in enumerate(("m1", "m2")):
+        recorder.complete(recorder.invoke("producer", "send", topic=TOPIC, partition=0, value=value), "ok",
+                          partition=0, offset=offset)
+    replicas = tuple(
+        ReplicaRead(broker=broker, topic=TOPIC, partition=0, leader=broker == outcome.new_leader, records=tuple(
+            (offset, value.decode()) for offset, value in sorted(values_by_offset(
+                replica_log(outcome.cluster, broker, TOPIC)).items())))
+        for broker in (outcome.old_leader, outcome.new_leader, *(b.broker_id for b in outcome.cluster.spec.brokers
+                                                                 if b.broker_id not in (outcome.old_leader,
+                                                                                        outcome.new_leader))))
+    return check(operations, FinalReads(replicas=replicas))
+
+
+def test_the_chaos_checker_names_the_write_the_high_watermark_rule_lost(cluster_factory):
+    result = chaos_check(run_scenario(cluster_factory, "high-watermark"))
+    assert result.verdict == "invalid"
+    assert result.counts["lost-write"] == 1
+    [lost] = next(r for r in result.anomalies if r.name == "lost-write").examples
+    assert (lost.values, lost.offsets) == (("m2",), (1,))
