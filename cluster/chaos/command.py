@@ -81,7 +81,8 @@ def _stamp() -> str:
 
 
 def run_command(args: argparse.Namespace, data_dir: Path) -> int:
-    console = Console()
+    # a pipe or a file gets the whole table, not one squeezed into 80 columns
+    console = Console(highlight=False) if sys.stdout.isatty() else Console(width=240, highlight=False)
     try:
         if args.chaos_command == "run":
             return _run(args, data_dir, console)

@@ -143,3 +143,17 @@ def test_kafkasim_analyze_reads_a_chaos_run_folder(tmp_path):
     acknowledged = run.result.summary.acknowledged
     assert f"acknowledged writes: {acknowledged}, missing from the final logs: 0" in summary
     assert (out / "analysis" / "missing_writes.csv").exists()
+
+
+def test_a_cell_of_kafkas_replication_matrix_passes(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "cluster.cli", "--data-dir", str(tmp_path), "chaos", "matrix",
+                           "--cell", "hard_bounce/leader", "--duration", "20", "--out", str(tmp_path / "m")],
+                          capture_output=True, text=True, timeout=400)
+    assert done.returncode == 0, done.stdout + done.stderr
+    [row] = [line for line in done.stdout.splitlines() if "hard_bounce" in line and "│" in line]
+    assert "valid" in row and "too few" not in row
+    results = json.loads((tmp_path / "m" / "hard_bounce-leader" / RESULTS_FILE).read_text())
+    assert results["verdict"] == "valid" and results["summary"]["acknowledged"] >= 5000
+    kills = [e for e in read_nemesis(tmp_path / "m" / "hard_bounce-leader" / "nemesis.jsonl") if e.type == "start"
+             and e.kind == "kill"]
+    assert len(kills) == 5  # Kafka's hard bounce: five kills of the current leader, each after deregistration
