@@ -33,6 +33,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                                description="Exit status 0: valid; 1: anomalies found; 2: the run itself failed.")
     _run_options(run)
     run.add_argument("--out", type=Path, default=None, help="the run's folder (default: DATA_DIR/chaos/seed-S-<time>)")
+    run.add_argument("--bootstrap", metavar="HOST:PORT", default=None,
+                     help="run the workload and the checker against a cluster kafkasim did not start (any Kafka); "
+                          "no faults of kafkasim's then: --nemesis none")
 
     matrix = chaos_sub.add_parser("matrix", help="Kafka's replication test matrix, one row per cell")
     matrix.add_argument("--duration", type=float, default=30.0, help="seconds per cell (default 30)")
@@ -63,7 +66,9 @@ def _run_options(parser: argparse.ArgumentParser) -> None:
 
 def _settings(args: argparse.Namespace, seed: int) -> ChaosSettings:
     try:
-        nemesis = parse_nemesis(args.nemesis or (DEFAULT_NEMESIS_NETNS if args.netns else DEFAULT_NEMESIS_LOOPBACK))
+        default = ("none" if getattr(args, "bootstrap", None) else
+                   DEFAULT_NEMESIS_NETNS if args.netns else DEFAULT_NEMESIS_LOOPBACK)
+        nemesis = parse_nemesis(args.nemesis or default)
     except NemesisSpecError as exc:
         raise ClusterError(str(exc)) from None
     overrides = {"min.insync.replicas": "2", "unclean.leader.election.enable": "false"}
@@ -97,11 +102,18 @@ def run_command(args: argparse.Namespace, data_dir: Path) -> int:
 def _run(args: argparse.Namespace, data_dir: Path, console: Console) -> int:
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1_000_000)
     out = (args.out or data_dir / "chaos" / f"seed-{seed}-{_stamp()}").resolve()
-    run = run_chaos(_settings(args, seed), out, say=lambda line: console.print(line, markup=False, highlight=False))
+    say = lambda line: console.print(line, markup=False, highlight=False)  # noqa: E731
+    if args.bootstrap:
+        from cluster.chaos.external import run_against
+
+        run = run_against(_settings(args, seed), args.bootstrap, out, say=say)
+    else:
+        run = run_chaos(_settings(args, seed), out, say=say)
     console.print(result_table(run.result, f"seed {seed}"))
-    console.print(f"{run.ops_per_s:.0f} acknowledged sends/s; settled "
-                  + (f"{run.heal_to_settled_s:.1f} s after the last fault" if run.heal_to_settled_s is not None
-                     else "NOT within the settle time")
+    console.print(f"{run.ops_per_s:.0f} acknowledged sends/s; "
+                  + ("" if args.bootstrap else "settled " + (
+                      f"{run.heal_to_settled_s:.1f} s after the last fault" if run.heal_to_settled_s is not None
+                      else "NOT within the settle time"))
                   + f"; results in {out}", markup=False, highlight=False)
     return run.exit_code
 

@@ -157,3 +157,20 @@ def test_a_cell_of_kafkas_replication_matrix_passes(tmp_path):
     kills = [e for e in read_nemesis(tmp_path / "m" / "hard_bounce-leader" / "nemesis.jsonl") if e.type == "start"
              and e.kind == "kill"]
     assert len(kills) == 5  # Kafka's hard bounce: five kills of the current leader, each after deregistration
+
+
+def test_a_run_against_a_cluster_kafkasim_did_not_start_checks_what_its_leaders_serve(cluster_factory, tmp_path):
+    cluster = cluster_factory(3)
+    out = tmp_path / "external"
+    done = subprocess.run([sys.executable, "-m", "cluster.cli", "--data-dir", str(tmp_path), "chaos", "run", "--seed",
+                           "9", "--duration", "8", "--bootstrap", cluster.spec.bootstrap_servers, "--out", str(out)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    results = json.loads((out / RESULTS_FILE).read_text())
+    assert results["verdict"] == "valid" and results["summary"]["acknowledged"] > 500
+    assert results["summary"]["partitions_with_final_reads"] == 6
+    refused = subprocess.run([sys.executable, "-m", "cluster.cli", "chaos", "run", "--bootstrap",
+                              cluster.spec.bootstrap_servers, "--nemesis", "kill", "--out", str(tmp_path / "no")],
+                             capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 2 and "no faults" in refused.stderr
+    assert not (tmp_path / "no").exists()
