@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import random
 import sys
 import time
@@ -86,6 +87,8 @@ def _stamp() -> str:
 
 
 def run_command(args: argparse.Namespace, data_dir: Path) -> int:
+    # the faults make the tools' own ZooKeeper clients reconnect on purpose: that is no news to print
+    logging.getLogger("kazoo").setLevel(logging.ERROR)
     # a pipe or a file gets the whole table, not one squeezed into 80 columns
     console = Console(highlight=False) if sys.stdout.isatty() else Console(width=240, highlight=False)
     try:
