@@ -4,6 +4,7 @@ applies control requests, and leaves cleanly on SIGTERM (controlled shutdown).""
 from __future__ import annotations
 
 import asyncio
+import faulthandler
 import logging
 import signal
 import socket
@@ -308,29 +309,36 @@ class KafkaServer:
         clean = True
         if self.controller is not None and self.config.controlled_shutdown_enable:
             clean = await self.controlled_shutdown()
-        if self.controller is not None:
-            await _bounded("stopping the controller", self.controller.stop())
-        await _bounded("closing client connections", self.socket_server.stop())
-        # no control request may arrive once the logs and ZooKeeper are closed
-        if self._grpc_server is not None:
-            await _bounded("stopping the cluster-plane server", self._grpc_server.stop(grace=0.5))
-        for timer in self._timers:
-            timer.close()
-        self.group_manager.close()
-        if self._isr_expiration is not None:
-            self._isr_expiration.cancel()
-        if self._trace_flusher is not None:
-            self._trace_flusher.cancel()
-        await _bounded("closing replica fetchers", self.fetcher_manager.close())
-        await _bounded("stopping the ISR change writer", self.isr_manager.stop())
-        await self.log_service.shutdown()  # never cut short: it flushes and writes the clean-shutdown marker
-        await _bounded("closing the ZooKeeper session", self.zk.close())
-        self.replication_tracer.flush(everything=True)
-        self.trace.emit(te.BrokerStopped, clean=clean)
-        self.trace.close()
+        # Every later step that waits on a peer is bounded; this catches what is not (a blocked loop, a stuck
+        # flush): the broker writes every thread's stack to its log and exits rather than hang until killed.
+        faulthandler.dump_traceback_later(SHUTDOWN_DEADLINE_S, exit=True)
+        try:
+            if self.controller is not None:
+                await _bounded("stopping the controller", self.controller.stop())
+            await _bounded("closing client connections", self.socket_server.stop())
+            # no control request may arrive once the logs and ZooKeeper are closed
+            if self._grpc_server is not None:
+                await _bounded("stopping the cluster-plane server", self._grpc_server.stop(grace=0.5))
+            for timer in self._timers:
+                timer.close()
+            self.group_manager.close()
+            if self._isr_expiration is not None:
+                self._isr_expiration.cancel()
+            if self._trace_flusher is not None:
+                self._trace_flusher.cancel()
+            await _bounded("closing replica fetchers", self.fetcher_manager.close())
+            await _bounded("stopping the ISR change writer", self.isr_manager.stop())
+            await self.log_service.shutdown()  # never cut short: it flushes and writes the clean-shutdown marker
+            await _bounded("closing the ZooKeeper session", self.zk.close())
+            self.replication_tracer.flush(everything=True)
+            self.trace.emit(te.BrokerStopped, clean=clean)
+            self.trace.close()
+        finally:
+            faulthandler.cancel_dump_traceback_later()
 
 
 SHUTDOWN_STEP_TIMEOUT_S = 5.0
+SHUTDOWN_DEADLINE_S = 45.0  # above the bounded steps together; `kafkasim down` waits 60 s before SIGKILL
 
 
 async def _bounded(step: str, work: Awaitable[object]) -> None:

@@ -25,6 +25,7 @@ from cluster.processes import (
 )
 from traces.faults import TOOLS_TRACE_FILE, record_fault
 from zk.client import ZkClient, connected
+from zk.server import ZooKeeperSetupError
 
 Say = Callable[[str], None]
 
@@ -251,6 +252,10 @@ def start_zookeeper(data_dir: Path, say: Say = print) -> None:
     if spec.external_zookeeper:
         raise ClusterError(f"this cluster uses an external ZooKeeper ({spec.zookeeper}); start it yourself")
     port = int(spec.zookeeper.rsplit(":", 1)[1].split("/", 1)[0])
-    server = spawn_zookeeper(layout, port, spec.tick_time_ms)
+    try:
+        server = spawn_zookeeper(layout, port, spec.tick_time_ms)
+    except ZooKeeperSetupError as exc:
+        raise ClusterError(f"ZooKeeper cannot come back on {spec.zookeeper}, where every broker looks for it: "
+                           f"{exc}") from None
     record_fault(data_dir / TOOLS_TRACE_FILE, "zk-start", f"zookeeper (pid {layout.zookeeper_pid().read()})")
     say(f"ZooKeeper started again on {server.connect}")

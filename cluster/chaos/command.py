@@ -172,7 +172,13 @@ def _campaign(args: argparse.Namespace, data_dir: Path, console: Console) -> int
         table.add_column(column, justify="left" if column == "verdict" else "right")
     passed = 0
     for seed in range(first, first + args.runs):
-        run = run_chaos(_settings(args, seed), out / f"seed-{seed}", say=lambda _: None)
+        try:
+            run = run_chaos(_settings(args, seed), out / f"seed-{seed}", say=lambda _: None)
+        except ClusterError as exc:
+            # one run that could not be carried out is a failed row, not the end of the campaign
+            table.add_row(str(seed), Text("error", style="bold red"), *["-"] * 7)
+            console.print(f"{seed} error: {exc}", markup=False, highlight=False)
+            continue
         passed += run.result.valid
         counts = run.result.counts
         other = sum(n for name, n in counts.items() if name not in ("lost-write", "duplicate"))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import socket
 from collections.abc import Callable
 from pathlib import Path
 
@@ -77,6 +78,7 @@ class Nemesis:
         self.spec = self.layout.load()
         self.say = say
         self._victims: dict[int, list[int]] = {}   # step -> brokers it took down, found when it started
+        self._zookeeper_port: socket.socket | None = None
 
     # --- helpers -------------------------------------------------------------------------------------------
 
@@ -129,6 +131,25 @@ class Nemesis:
         self._fault("sigterm", broker_id)
         stop_process(self.layout.broker_pid(broker_id), 60.0)
 
+    def _hold_zookeeper_port(self) -> None:
+        """While ZooKeeper is down its port is free, and anything picking a free port (another cluster's broker)
+        could take it, so ZooKeeper could not come back where every broker looks for it. A bound socket, without
+        SO_REUSEADDR and not listening, keeps the port ours: clients still get connection refused."""
+        host, port = self.spec.zookeeper.split("/", 1)[0].rsplit(":", 1)
+        placeholder = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            placeholder.bind((host, int(port)))
+        except OSError:
+            placeholder.close()
+            return
+        self._zookeeper_port = placeholder
+
+    def _start_zookeeper(self) -> None:
+        if self._zookeeper_port is not None:
+            self._zookeeper_port.close()
+            self._zookeeper_port = None
+        start_zookeeper(self.data_dir, say=self.say)
+
     def _zookeeper_running(self) -> bool:
         return self.spec.external_zookeeper or self.layout.zookeeper_pid().read() is not None
 
@@ -156,6 +177,7 @@ class Nemesis:
                     self.start_broker(broker)
         elif kind == "zk-down":
             stop_zookeeper(self.data_dir, say=self.say)
+            self._hold_zookeeper_port()
         elif kind in ("partition", "zk-isolate") and _has_netns(self.spec):
             from cluster.net import actions
 
@@ -184,7 +206,7 @@ class Nemesis:
             for broker in victims:
                 self._signal(broker, signal.SIGCONT)
         elif step.kind == "zk-down" and not self._zookeeper_running():
-            start_zookeeper(self.data_dir, say=self.say)
+            self._start_zookeeper()
         elif step.kind in NEEDS_NETNS:
             from cluster.net import actions
 
@@ -197,7 +219,7 @@ class Nemesis:
 
             actions.heal(self.data_dir, say=self.say)
         if not self._zookeeper_running():
-            start_zookeeper(self.data_dir, say=self.say)
+            self._start_zookeeper()
         for broker in self.spec.brokers:
             pid = self.layout.broker_pid(broker.broker_id).read()
             if pid is not None:

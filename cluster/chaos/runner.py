@@ -108,14 +108,20 @@ def run_chaos(settings: ChaosSettings, out: Path, say: Callable[[str], None] = p
             started = time.monotonic()
             nemesis = Nemesis(data_dir, say=lambda _: None)
             settle = _Settle(spec.zookeeper, data_dir, settings)
-            if script is None:
-                _play(steps, nemesis, recorder, started, say, settle)
-            else:
-                _wait_for_acks(workload, 100, 30)
-                script(nemesis, recorder)
-                settle.healed_at = time.monotonic()
-                nemesis.heal()
-                _sleep_until(started + settings.duration_s)
+            try:
+                if script is None:
+                    _play(steps, nemesis, recorder, started, say, settle)
+                else:
+                    _wait_for_acks(workload, 100, 30)
+                    script(nemesis, recorder)
+                    settle.healed_at = time.monotonic()
+                    nemesis.heal()
+                    _sleep_until(started + settings.duration_s)
+            except BaseException:
+                # the clients write to the history files this block closes: they stop first
+                workload.stop_producers(timeout_s=5)
+                workload.stop_readers()
+                raise
             unknown = workload.stop_producers(timeout_s=30)
             sending_s = time.monotonic() - started
             settled_s = settle.wait(time.monotonic() + settings.settle_s)
