@@ -85,8 +85,10 @@ def test_leaders_keep_serving_while_zookeeper_is_down_and_the_cluster_converges_
     # topic needs ZooKeeper: during the outage that lookup would wait for it, and the fetches behind it on
     # the same connection with it, since a broker answers a connection's requests in order (as Kafka does).
     assert sorted(read_all(bootstrap, 3)) == sorted(acked)
-    wait_until(lambda: (p := cluster.state(["__consumer_offsets"]).partitions) and all(q.leader >= 0 for q in p), 30,
-               "__consumer_offsets to have leaders")
+    # ... and each replica of it must have its log: creating one reads the topic's config from ZooKeeper
+    wait_until(lambda: (ps := cluster.state(["__consumer_offsets"]).partitions) and all(
+        p.leader >= 0 and (cluster.layout.broker_dir(b) / "logs" / f"__consumer_offsets-{p.partition}").is_dir()
+        for p in ps for b in p.replicas), 30, "every replica of __consumer_offsets to have a leader and its log")
 
     stop_zookeeper(cluster.data_dir, say=lambda _: None)
     down_since = time.monotonic()
