@@ -64,8 +64,15 @@ def _parser() -> argparse.ArgumentParser:
                          "plane (0: any free ports)")
     up.add_argument("--profile", default="kafka", help="kafka (Kafka's defaults) or classroom (short timeouts)")
     up.add_argument("--override", action="append", metavar="KEY=VALUE", help="broker property for every broker")
+    up.add_argument("--log-dir-size-mib", type=_positive_int, default=None, metavar="N",
+                    help="mount an N MiB tmpfs on each broker's log directory (root only), for `kafkasim fill`")
 
     sub.add_parser("down", help="stop the cluster's brokers (controlled shutdown) and its ZooKeeper")
+
+    fill = sub.add_parser("fill", help="fill a broker's log directory until the disk is full (the disk-full fault; "
+                                       "needs `up --log-dir-size-mib N`)")
+    fill.add_argument("broker_id", type=int)
+    fill.add_argument("--free", action="store_true", help="delete the filler again")
 
     status = sub.add_parser("status", help="controller, brokers and every partition, read from ZooKeeper")
     status.add_argument("--json", action="store_true")
@@ -237,7 +244,14 @@ def _up(args: argparse.Namespace, data_dir: Path) -> int:
     from cluster.lifecycle import up
 
     up(data_dir, args.brokers, args.zookeeper, args.profile, _key_values(args.override, "--override"),
-       args.base_port, args.zookeeper_port, args.tick_time)
+       args.base_port, args.zookeeper_port, args.tick_time, log_dir_size_mib=args.log_dir_size_mib)
+    return 0
+
+
+def _fill(args: argparse.Namespace, data_dir: Path) -> int:
+    from cluster import disk
+
+    (disk.free if args.free else disk.fill)(data_dir, args.broker_id)
     return 0
 
 
@@ -358,6 +372,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, Path], int]] = {
     "broker": _broker,
     "up": _up,
     "down": _down,
+    "fill": _fill,
     "start": _start,
     "status": _status,
     "topic": _topic,

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from broker.config import PROFILES, ConfigError, KafkaConfig
 from cluster.admin import read_cluster_state
+from cluster.disk import broker_log_dir, mount_log_dir, recorded_mounts, require_root, unmount_log_dirs
 from cluster.processes import (
     BrokerSpec,
     ClusterError,
@@ -66,11 +67,15 @@ async def wait_for_cluster(zk_connect: str, broker_ids: list[int], layout: Clust
 
 def up(data_dir: Path, brokers: int = 3, zookeeper: str | None = None, profile: str = "kafka",
        overrides: dict[str, str] | None = None, base_port: int = 9092, zookeeper_port: int = 0,
-       tick_time_ms: int = 200, say: Say = print) -> ClusterSpec:
+       tick_time_ms: int = 200, say: Say = print, log_dir_size_mib: int | None = None) -> ClusterSpec:
+    """``log_dir_size_mib``: a tmpfs of that size on each broker's log directory (root only), for the
+    disk-full fault (`kafkasim fill`)."""
     if profile not in PROFILES:
         raise ClusterError(f"unknown profile {profile!r}; choose one of {', '.join(PROFILES)}")
     if brokers < 1:
         raise ClusterError("--brokers must be at least 1")
+    if log_dir_size_mib is not None:
+        require_root()
     layout = ClusterLayout(data_dir)
     if layout.spec_path.exists():
         old = layout.load()
@@ -78,6 +83,7 @@ def up(data_dir: Path, brokers: int = 3, zookeeper: str | None = None, profile: 
         if running or layout.zookeeper_pid().read() is not None:
             raise ClusterError(f"a cluster is already running in {data_dir} (brokers {running}): "
                                "'kafkasim down' first, or use another --data-dir")
+        unmount_log_dirs(recorded_mounts(old), say)  # left behind by a cluster that crashed
     ports = choose_ports(brokers, base_port)
     spec = ClusterSpec(zookeeper=zookeeper or "", external_zookeeper=zookeeper is not None, profile=profile,
                        brokers=[BrokerSpec(i + 1, client, cluster) for i, (client, cluster) in enumerate(ports)],
@@ -95,6 +101,16 @@ def up(data_dir: Path, brokers: int = 3, zookeeper: str | None = None, profile: 
         server = spawn_zookeeper(layout, zookeeper_port, tick_time_ms)
         spec.zookeeper = server.connect
         say(f"ZooKeeper on {server.connect} (tickTime {tick_time_ms} ms), data in {layout.zookeeper_dir()}")
+    if log_dir_size_mib is not None:
+        try:
+            for broker in spec.brokers:
+                log_dir = broker_log_dir(spec, broker.broker_id, layout)
+                mount = mount_log_dir(data_dir, broker.broker_id, log_dir, log_dir_size_mib)
+                spec.log_dir_mounts.append(mount.as_json())
+        finally:
+            layout.save(spec)  # even after a failed mount: `down` unmounts the ones made
+        say(f"log directories on {log_dir_size_mib} MiB tmpfs mounts ({len(spec.log_dir_mounts)}): "
+            f"`kafkasim fill BROKER` fills one")
     layout.save(spec)
     for broker in spec.brokers:
         write_properties(layout.broker_config(broker.broker_id), broker_properties(spec, broker, layout))
@@ -136,6 +152,7 @@ def down(data_dir: Path, say: Say = print, timeout_s: float = 60.0) -> None:
             say(f"broker {broker_id} stopped")
     if not spec.external_zookeeper and stop_process(layout.zookeeper_pid(), 10.0):
         say("ZooKeeper stopped")
+    unmount_log_dirs(recorded_mounts(spec), say)
 
 
 async def _broker_epochs(zk_connect: str) -> dict[int, int]:

@@ -87,6 +87,8 @@ class ClusterSpec:
     brokers: list[BrokerSpec]
     overrides: dict[str, str] = field(default_factory=dict)
     tick_time_ms: int = 200
+    # the tmpfs mounted on each broker's log dir by `up --log-dir-size-mib` (cluster.disk.LogDirMount as JSON)
+    log_dir_mounts: list[dict] = field(default_factory=list)
 
     @property
     def bootstrap_servers(self) -> str:
