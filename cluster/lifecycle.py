@@ -96,11 +96,7 @@ def up(data_dir: Path, brokers: int = 3, zookeeper: str | None = None, profile: 
         except ConfigError as exc:
             raise ClusterError(str(exc)) from None
     say(f"profile {profile}" + "".join(f"\n  {k}={v}" for k, v in PROFILES[profile].items()))
-    started = time.monotonic()
-    if zookeeper is None:
-        server = spawn_zookeeper(layout, zookeeper_port, tick_time_ms)
-        spec.zookeeper = server.connect
-        say(f"ZooKeeper on {server.connect} (tickTime {tick_time_ms} ms), data in {layout.zookeeper_dir()}")
+    # before anything starts: a refused mount (a log dir holding logs already) leaves nothing running
     if log_dir_size_mib is not None:
         try:
             for broker in spec.brokers:
@@ -108,9 +104,15 @@ def up(data_dir: Path, brokers: int = 3, zookeeper: str | None = None, profile: 
                 mount = mount_log_dir(data_dir, broker.broker_id, log_dir, log_dir_size_mib)
                 spec.log_dir_mounts.append(mount.as_json())
         finally:
-            layout.save(spec)  # even after a failed mount: `down` unmounts the ones made
+            if spec.log_dir_mounts:
+                layout.save(spec)  # even after a failed mount: `down` unmounts the ones made
         say(f"log directories on {log_dir_size_mib} MiB tmpfs mounts ({len(spec.log_dir_mounts)}): "
             f"`kafkasim fill BROKER` fills one")
+    started = time.monotonic()
+    if zookeeper is None:
+        server = spawn_zookeeper(layout, zookeeper_port, tick_time_ms)
+        spec.zookeeper = server.connect
+        say(f"ZooKeeper on {server.connect} (tickTime {tick_time_ms} ms), data in {layout.zookeeper_dir()}")
     layout.save(spec)
     for broker in spec.brokers:
         write_properties(layout.broker_config(broker.broker_id), broker_properties(spec, broker, layout))

@@ -106,3 +106,28 @@ def test_the_command_line_takes_the_size_and_fill_with_or_without_free():
     args = _parser().parse_args(["fill", "2"])
     assert (args.command, args.broker_id, args.free) == ("fill", 2, False)
     assert _parser().parse_args(["fill", "2", "--free"]).free is True
+
+
+def test_up_refuses_to_hide_existing_logs_under_a_mount_before_starting_anything(tmp_path):
+    (tmp_path / "broker-1" / "logs" / "orders-0").mkdir(parents=True)
+    try:
+        with pytest.raises(ClusterError, match="holds broker 1's logs"):
+            up(tmp_path, brokers=1, base_port=0, log_dir_size_mib=8, say=lambda _: None)
+        assert ClusterLayout(tmp_path).zookeeper_pid().read() is None
+        assert not disk.mounts_named(disk.current_mounts(), disk.cluster_mount_prefix(tmp_path))
+    finally:
+        disk.unmount_named(disk.cluster_mount_prefix(tmp_path))
+
+
+def test_a_log_dir_mount_is_made_named_limited_and_removed_again(tmp_path):
+    log_dir = tmp_path / "broker-1" / "logs"
+    try:
+        mount = disk.mount_log_dir(tmp_path, 1, log_dir, 1)
+        assert mount.name == disk.mount_name(tmp_path, 1) and disk.is_mounted(mount)
+        assert disk.fill_until_full(log_dir) <= 1 << 20
+        with pytest.raises(ClusterError, match="a mount point already"):
+            disk.mount_log_dir(tmp_path, 1, log_dir, 1)
+        disk.unmount_log_dirs([mount], say=lambda _: None)
+        assert not disk.is_mounted(mount) and not any(log_dir.iterdir())
+    finally:
+        disk.unmount_named(disk.cluster_mount_prefix(tmp_path))
