@@ -311,8 +311,8 @@ class KafkaServer:
         self.halt(1)
 
     def halt(self, status: int) -> None:
-        """Exit.halt: end the process now. Only the trace and the log are flushed, as they live outside the
-        failed directory and tell what happened."""
+        """Exit.halt: end the process now. Only the trace and the log are flushed: they tell what happened, and
+        `kafkasim up` keeps both outside the log directory (a trace inside a full one just loses its tail)."""
         self.replication_tracer.flush(everything=True)
         self.trace.emit(te.BrokerStopped, clean=False)
         self.trace.close()
