@@ -23,7 +23,7 @@ COLUMNS = ["schema_version", "event", "ts_ms", "broker_id", "topic", "partition"
            "dropped_total"]
 LONG_ARRAY = "array<bigint>"
 # FaultInjected actions that do not take a broker away
-NOT_A_DEATH = ("start", "sigcont", "cont", "resume", "connect")
+NOT_A_DEATH = ("start", "sigcont", "cont", "resume", "connect", "disk-free")
 # a fault this long before an election is not what caused it
 FAULT_WINDOW_MS = 300_000
 

@@ -12,8 +12,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from broker.log.config import LogConfig, topic_property_names
-from broker.log.errors import CorruptCheckpointError, LogDirInUseError
+from broker.log.errors import CorruptCheckpointError, KafkaStorageError, LogDirInUseError
 from broker.log.log import Log, parse_topic_partition
+from broker.log.log_dir_failure_channel import LogDirFailureChannel
 from broker.log.log_manager import LogManager
 from broker.replication.replica_manager import ReplicaState, TopicPartition
 from zk.client import ZkClient
@@ -46,10 +47,12 @@ class LogDirectoryError(RuntimeError):
 class LogService:
     def __init__(self, config_properties: Mapping[str, str], log_dirs: list, zk: ZkClient, *,
                  high_watermarks: Callable[[], Mapping[TopicPartition, int]],
-                 intervals: MaintenanceIntervals | None = None) -> None:
+                 intervals: MaintenanceIntervals | None = None,
+                 log_dir_failure_channel: LogDirFailureChannel | None = None) -> None:
         self.intervals = intervals or MaintenanceIntervals()
         self.default_config = LogConfig.from_broker_properties(config_properties)
-        self.manager = LogManager(log_dirs, self.default_config, clock=now_ms)
+        self.manager = LogManager(log_dirs, self.default_config, clock=now_ms,
+                                  log_dir_failure_channel=log_dir_failure_channel)
         self.zk = zk
         self._high_watermarks = high_watermarks
         self._task: asyncio.Task | None = None
@@ -71,6 +74,9 @@ class LogService:
             self.manager.startup()
         except LogDirInUseError as exc:
             raise LogDirectoryError(f"{exc}: is another broker using the same log.dirs?") from None
+        except KafkaStorageError as exc:
+            raise LogDirectoryError(f"{exc}; free space in or repair {exc.log_dir}, then start the broker again"
+                                    ) from None
         self._task = asyncio.get_running_loop().create_task(self._periodic(), name="log-maintenance")
 
     def _topics_on_disk(self) -> set[str]:
@@ -127,6 +133,8 @@ class LogService:
                     self.manager.checkpoint_recovery_points()
                     self.manager.checkpoint_log_start_offsets()
                     last_checkpoint = time.monotonic()
+            except KafkaStorageError:
+                pass  # reported on the log dir failure channel, whose handler takes the directory offline
             except Exception:
                 log.exception("log maintenance failed; retrying in %.0f s", FLUSH_CHECK_INTERVAL_S)
 

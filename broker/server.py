@@ -1,14 +1,18 @@
 """KafkaServer: one broker process. Starts its listeners, registers in ZooKeeper, runs its controller,
-applies control requests, and leaves cleanly on SIGTERM (controlled shutdown)."""
+applies control requests, and leaves cleanly on SIGTERM (controlled shutdown), or halts when its log
+directory fails (Kafka's LogDirFailureHandler)."""
 
 from __future__ import annotations
 
 import asyncio
 import faulthandler
 import logging
+import os
 import signal
 import socket
+import sys
 from collections.abc import Awaitable
+from pathlib import Path
 
 import grpc
 from kio.schema.errors import ErrorCode
@@ -18,6 +22,7 @@ from broker.clientplane.kafka_apis import KafkaApis
 from broker.clientplane.network import SocketServer
 from broker.config import KafkaConfig, Listener
 from broker.group.manager import GroupMetadataManager
+from broker.log.log_dir_failure_channel import LogDirFailureChannel
 from broker.log_service import LogDirectoryError, LogService, MaintenanceIntervals
 from broker.memory import keep_freed_memory
 from broker.metadata_cache import MetadataCache
@@ -80,6 +85,9 @@ class KafkaServer:
                            config.zookeeper_connection_timeout_ms)
         self.replica_manager = ReplicaManager(config.broker_id)
         self.metadata_cache = MetadataCache()
+        self.log_dir_failure_channel = LogDirFailureChannel()
+        self.log_dir_failure_channel.add_listener(self._on_offline_log_dir)
+        self._log_dir_failure_handler: asyncio.Task | None = None
         self.replica_io = ReplicaIO(
             self.replica_manager,
             known_in_metadata=lambda tp: tp in self.metadata_cache.partitions,
@@ -89,7 +97,8 @@ class KafkaServer:
                                       intervals=MaintenanceIntervals(
                                           config.replica_high_watermark_checkpoint_interval_ms / 1000,
                                           config.log_retention_check_interval_ms / 1000,
-                                          config.log_flush_offset_checkpoint_interval_ms / 1000))
+                                          config.log_flush_offset_checkpoint_interval_ms / 1000),
+                                      log_dir_failure_channel=self.log_dir_failure_channel)
         self.producer_ids = ProducerIdManager(config.broker_id, self.zk)
         self.isr_manager = IsrChangeManager(
             self.zk, self.replica_io, self.trace, self.now_ms,
@@ -135,6 +144,7 @@ class KafkaServer:
         self.socket_server = SocketServer(config.client_listeners, self.apis.handle)
         self._stopping = asyncio.Event()
         self._registration = registration_for(config)
+        self._logs_loaded = False
 
     # --- start ------------------------------------------------------------------------------------------
 
@@ -168,6 +178,7 @@ class KafkaServer:
         await create_top_level_paths(self.zk)
         self.cluster_id = await get_or_create_cluster_id(self.zk)
         await self.log_service.startup()  # after ZooKeeper: each log opens with its topic's config
+        self._logs_loaded = True
         self._checkpointed_high_watermarks = self.log_service.read_high_watermarks()
         await self.producer_ids.start()
         await self._register()
@@ -256,6 +267,62 @@ class KafkaServer:
                             error=status.error.name, base_offset=status.base_offset if appended else -1,
                             end_offset=status.required_offset if appended else -1)
 
+    # --- log dir failure ----------------------------------------------------------------------------------
+
+    def _on_offline_log_dir(self, log_dir: Path, reason: str) -> None:
+        # Told synchronously from deep inside an append; Kafka's LogDirFailureHandler thread takes the directory
+        # from a queue, and so does this task, after the failed request has been answered.
+        if not self._logs_loaded:
+            return  # a failure while loading the logs fails the start-up itself, with its own message
+        if self._log_dir_failure_handler is None:
+            self._log_dir_failure_handler = self.loop.create_task(self._handle_log_dir_failure(log_dir, reason),
+                                                                  name="log-dir-failure-handler")
+
+    async def _handle_log_dir_failure(self, log_dir: Path, reason: str) -> None:
+        """Kafka's ReplicaManager.handleLogDirFailure, then LogManager.handleLogDirFailure: stop fetching for and
+        serving every replica in the directory (KAFKA_STORAGE_ERROR from now on), stop using its logs, and, with
+        no log directory left, halt: no controlled shutdown, no flush, no clean shutdown marker. The ZooKeeper
+        registration goes when the session does, and the controller elects new leaders from the other ISR
+        members; the logs are recovered when the broker starts again."""
+        # logs loaded at start-up but not yet named in a LeaderAndIsr are in the log manager only
+        offline = sorted({tp for tp, partition in self.replica_io.hosted.items()
+                          if partition.log.directory.parent == log_dir}
+                         | {tp for tp, opened in self.log_service.manager.logs.items()
+                            if opened.directory.parent == log_dir})
+        for tp in offline:
+            self.fetcher_manager.remove(tp)
+        self.replica_io.mark_offline(offline)
+        names = [f"{topic}-{partition}" for topic, partition in offline]
+        log.warning("Broker %d stopped fetcher for partitions %s because they are in the failed log directory %s.",
+                    self.broker_id, ",".join(names), log_dir)
+        self.trace.emit(te.LogDirFailed, log_dir=str(log_dir), error=reason, offline_partitions=names)
+        self.log_service.manager.handle_log_dir_failure(log_dir)
+        if self.log_service.manager.live_log_dirs:
+            # Kafka would keep serving the other directories and tell the controller through
+            # /log_dir_event_notification; kafkasim's controller does not act on that, so without it the
+            # replicas here would keep their leadership while refusing every request.
+            log.critical("Shutdown broker because the log dir %s has failed and kafkasim's controller does not "
+                         "handle log dir events (%s)", log_dir, reason)
+        else:
+            log.critical("Shutdown broker because all log dirs in %s have failed (%s)",
+                         ", ".join(map(str, self.log_service.manager.log_dirs)), reason)
+        # Kafka halts from its own thread while request threads go on answering; let the KAFKA_STORAGE_ERROR
+        # answers already queued reach their clients before the process ends.
+        await asyncio.sleep(LOG_DIR_FAILURE_HALT_GRACE_S)
+        self.halt(1)
+
+    def halt(self, status: int) -> None:
+        """Exit.halt: end the process now. Only the trace and the log are flushed: they tell what happened, and
+        `kafkasim up` keeps both outside the log directory (a trace inside a full one just loses its tail)."""
+        self.replication_tracer.flush(everything=True)
+        self.trace.emit(te.BrokerStopped, clean=False)
+        self.trace.close()
+        for handler in logging.getLogger().handlers:
+            handler.flush()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)
+
     # --- stop ---------------------------------------------------------------------------------------------
 
     def request_stop(self) -> None:
@@ -339,6 +406,7 @@ class KafkaServer:
 
 SHUTDOWN_STEP_TIMEOUT_S = 5.0
 SHUTDOWN_DEADLINE_S = 45.0  # above the bounded steps together; `kafkasim down` waits 60 s before SIGKILL
+LOG_DIR_FAILURE_HALT_GRACE_S = 0.2
 
 
 async def _bounded(step: str, work: Awaitable[object]) -> None:

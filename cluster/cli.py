@@ -30,6 +30,13 @@ def _key_values(items: list[str] | None, option: str) -> dict[str, str]:
     return result
 
 
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive whole number, got {text}")
+    return value
+
+
 DATA_DIR_HELP = "the cluster's folder (default: $KAFKASIM_DATA_DIR or ./kafkasim-data)"
 
 
@@ -73,8 +80,15 @@ def _parser() -> argparse.ArgumentParser:
     up.add_argument("--subnet", default=None, metavar="CIDR",
                     help="with --netns: the IPv4 subnet to lay out (default 10.77.0.0/24): host .1, ZooKeeper .2, "
                          "broker N at .(10+N)")
+    up.add_argument("--log-dir-size-mib", type=_positive_int, default=None, metavar="N",
+                    help="mount an N MiB tmpfs on each broker's log directory (root only), for `kafkasim fill`")
 
     sub.add_parser("down", help="stop the cluster's brokers (controlled shutdown) and its ZooKeeper")
+
+    fill = sub.add_parser("fill", help="fill a broker's log directory until the disk is full (the disk-full fault; "
+                                       "needs `up --log-dir-size-mib N`)")
+    fill.add_argument("broker_id", type=int)
+    fill.add_argument("--free", action="store_true", help="delete the filler again")
 
     status = sub.add_parser("status", help="controller, brokers and every partition, read from ZooKeeper")
     status.add_argument("--json", action="store_true")
@@ -265,7 +279,8 @@ def _up(args: argparse.Namespace, data_dir: Path) -> int:
     from cluster.lifecycle import up
 
     up(data_dir, args.brokers, args.zookeeper, args.profile, _key_values(args.override, "--override"),
-       args.base_port, args.zookeeper_port, args.tick_time, netns=args.netns, subnet=args.subnet)
+       args.base_port, args.zookeeper_port, args.tick_time, netns=args.netns, subnet=args.subnet,
+       log_dir_size_mib=args.log_dir_size_mib)
     return 0
 
 
@@ -288,6 +303,13 @@ def _net(args: argparse.Namespace, data_dir: Path) -> int:
             actions.clean(data_dir, args.stale_after)
     except FaultError as exc:
         raise ClusterError(str(exc)) from None
+    return 0
+
+
+def _fill(args: argparse.Namespace, data_dir: Path) -> int:
+    from cluster import disk
+
+    (disk.free if args.free else disk.fill)(data_dir, args.broker_id)
     return 0
 
 
@@ -392,6 +414,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, Path], int]] = {
     "broker": _broker,
     "up": _up,
     "down": _down,
+    "fill": _fill,
     "start": _start,
     "status": _status,
     "topic": _topic,

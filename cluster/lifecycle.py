@@ -11,6 +11,7 @@ from pathlib import Path
 from broker.config import PROFILES, ConfigError, KafkaConfig
 from cluster.admin import read_cluster_state
 from cluster.net.plan import DEFAULT_SUBNET
+from cluster.disk import broker_log_dir, mount_log_dir, recorded_mounts, require_root, unmount_log_dirs
 from cluster.processes import (
     BrokerSpec,
     ClusterError,
@@ -68,20 +69,27 @@ async def wait_for_cluster(zk_connect: str, broker_ids: list[int], layout: Clust
 
 def up(data_dir: Path, brokers: int = 3, zookeeper: str | None = None, profile: str = "kafka",
        overrides: dict[str, str] | None = None, base_port: int = 9092, zookeeper_port: int = 0,
-       tick_time_ms: int = 200, say: Say = print, netns: bool = False, subnet: str | None = None) -> ClusterSpec:
-    """``subnet`` or ``netns``: every process in its own network namespace on a bridge (cluster/net/), as root."""
+       tick_time_ms: int = 200, say: Say = print, netns: bool = False, subnet: str | None = None,
+       log_dir_size_mib: int | None = None) -> ClusterSpec:
+    """``subnet`` or ``netns``: every process in its own network namespace on a bridge (cluster/net/), as root.
+    ``log_dir_size_mib``: a tmpfs of that size on each broker's log directory (root only), for the disk-full
+    fault (`kafkasim fill`)."""
     netns = netns or subnet is not None
     if netns:
-        from cluster.net.system import require_root
+        from cluster.net import system as net_system
 
-        require_root("kafkasim up --netns")
+        net_system.require_root("kafkasim up --netns")
         if zookeeper is not None:
             raise ClusterError("--netns starts its own ZooKeeper in a namespace of its own, so links to it can be "
                                "cut: leave out --zookeeper")
+        if log_dir_size_mib is not None:
+            raise ClusterError("--log-dir-size-mib and --netns do not go together yet: choose one")
     if profile not in PROFILES:
         raise ClusterError(f"unknown profile {profile!r}; choose one of {', '.join(PROFILES)}")
     if brokers < 1:
         raise ClusterError("--brokers must be at least 1")
+    if log_dir_size_mib is not None:
+        require_root()
     layout = ClusterLayout(data_dir)
     if layout.spec_path.exists():
         old = layout.load()
@@ -89,6 +97,7 @@ def up(data_dir: Path, brokers: int = 3, zookeeper: str | None = None, profile: 
         if running or layout.zookeeper_pid().read() is not None:
             raise ClusterError(f"a cluster is already running in {data_dir} (brokers {running}): "
                                "'kafkasim down' first, or use another --data-dir")
+        unmount_log_dirs(recorded_mounts(old), say)  # left behind by a cluster that crashed
     if netns:
         return _up_netns(layout, brokers, profile, overrides, base_port, zookeeper_port, tick_time_ms, say,
                          subnet or DEFAULT_SUBNET)
@@ -98,6 +107,18 @@ def up(data_dir: Path, brokers: int = 3, zookeeper: str | None = None, profile: 
                        overrides=dict(overrides or {}), tick_time_ms=tick_time_ms)
     _validate(spec, layout)
     say(f"profile {profile}" + "".join(f"\n  {k}={v}" for k, v in PROFILES[profile].items()))
+    # before anything starts: a refused mount (a log dir holding logs already) leaves nothing running
+    if log_dir_size_mib is not None:
+        try:
+            for broker in spec.brokers:
+                log_dir = broker_log_dir(spec, broker.broker_id, layout)
+                mount = mount_log_dir(data_dir, broker.broker_id, log_dir, log_dir_size_mib)
+                spec.log_dir_mounts.append(mount.as_json())
+        finally:
+            if spec.log_dir_mounts:
+                layout.save(spec)  # even after a failed mount: `down` unmounts the ones made
+        say(f"log directories on {log_dir_size_mib} MiB tmpfs mounts ({len(spec.log_dir_mounts)}): "
+            f"`kafkasim fill BROKER` fills one")
     started = time.monotonic()
     if zookeeper is None:
         server = spawn_zookeeper(layout, zookeeper_port, tick_time_ms)
@@ -216,6 +237,7 @@ def down(data_dir: Path, say: Say = print, timeout_s: float = 60.0) -> None:
 
         for removed in topology.remove(topology.plan_from_spec(spec.network)):
             say(f"removed {removed}")
+    unmount_log_dirs(recorded_mounts(spec), say)
 
 
 async def _broker_epochs(zk_connect: str) -> dict[int, int]:

@@ -98,6 +98,8 @@ class ClusterSpec:
 
         plan = NetworkPlan.from_dict(self.network)
         return plan.zookeeper_namespace if broker_id is None else plan.broker_namespace(broker_id)
+    # the tmpfs mounted on each broker's log dir by `up --log-dir-size-mib` (cluster.disk.LogDirMount as JSON)
+    log_dir_mounts: list[dict] = field(default_factory=list)
 
     @property
     def bootstrap_servers(self) -> str:

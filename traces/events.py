@@ -142,6 +142,16 @@ class BrokerStopped(TraceEvent):
     clean: bool
 
 
+class LogDirFailed(TraceEvent):
+    """An I/O error took a log directory offline (Kafka's LogDirFailureChannel); its replicas stopped being
+    served here. With no log directory left the broker halts right after this event."""
+
+    event: Literal["log_dir_failed"] = "log_dir_failed"
+    log_dir: str
+    error: str
+    offline_partitions: list[str]
+
+
 class ProduceAcknowledged(TraceEvent):
     """A produce answered for one partition (acks=0: the append, no answer sent). ``end_offset`` is the
     offset after the batch; on error nothing was appended and both offsets are -1."""
@@ -281,8 +291,9 @@ AnyTraceEvent = Annotated[
     ControllerElected | ControllerResigned | ControllerWriteFenced | BrokerRegistered | SessionStateChanged
     | BrokerMembershipChanged | BrokerExpired | LeaderElected | TopicCreated | TopicDeleted
     | ControlRequestReceived | ControlRequestApplied | ReplicaRoleChanged | ControlledShutdownStep | BrokerStopped
-    | ProduceAcknowledged | IsrChanged | FollowerTruncated | HighWatermarkUpdated | FollowerFetchStateUpdated
-    | FetchServed | DelayedOperationFinished | GroupStateChanged | FaultInjected | TraceEventsDropped,
+    | LogDirFailed | ProduceAcknowledged | IsrChanged | FollowerTruncated | HighWatermarkUpdated
+    | FollowerFetchStateUpdated | FetchServed | DelayedOperationFinished | GroupStateChanged | FaultInjected
+    | TraceEventsDropped,
     Field(discriminator="event"),
 ]
 

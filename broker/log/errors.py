@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from kio.schema.errors import ErrorCode
 
 
@@ -42,6 +44,15 @@ class UnexpectedAppendOffsetError(KafkaLogError):
         )
         self.first_offset = first_offset
         self.log_end_offset = log_end_offset
+
+
+class KafkaStorageError(KafkaLogError):
+    """An I/O error in a log directory (Kafka's KafkaStorageException): the directory is offline from then on,
+    and every replica in it answers KAFKA_STORAGE_ERROR until the broker starts again on a repaired disk."""
+
+    def __init__(self, log_dir: Path, message: str) -> None:
+        super().__init__(ErrorCode.kafka_storage_error, message)
+        self.log_dir = log_dir
 
 
 class CorruptCheckpointError(KafkaLogError):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import shutil
@@ -9,7 +10,7 @@ from bisect import bisect_right
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from kio.schema.errors import ErrorCode
 
@@ -28,6 +29,7 @@ from broker.log.errors import (
 )
 from broker.log.file_records import FileRegion, scan_batch_headers
 from broker.log.leader_epoch_cache import LeaderEpochFileCache
+from broker.log.log_dir_failure_channel import LogDirFailureChannel
 from broker.log.log_loader import load_segments
 from broker.log.record_batch import (
     NO_TIMESTAMP,
@@ -50,6 +52,25 @@ EARLIEST_TIMESTAMP = -2  # ListOffsets sentinels
 LATEST_TIMESTAMP = -1
 
 _PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
+_Method = TypeVar("_Method", bound=Callable[..., Any])
+
+
+def _storage_guarded(action: str) -> Callable[[_Method], _Method]:
+    """The method runs under the log dir failure channel's guard (Kafka's maybeHandleIOException): an OSError
+    takes the whole log directory offline and surfaces as KafkaStorageError; once the directory is offline
+    the method is refused the same way, so nothing writes to a disk that has failed."""
+
+    def wrap(method: _Method) -> _Method:
+        @functools.wraps(method)
+        def guarded(self: Log, *args: Any, **kwargs: Any) -> Any:
+            parent = self.directory.parent
+            with self.log_dir_failure_channel.guard(
+                    parent, lambda: f"Error while {action} {self.topic}-{self.partition} in dir {parent}"):
+                return method(self, *args, **kwargs)
+
+        return guarded  # type: ignore[return-value]
+
+    return wrap
 
 
 def parse_topic_partition(directory_name: str) -> tuple[str, int]:
@@ -89,6 +110,10 @@ class Log:
 
     Offsets: ``log_start_offset`` <= every readable offset < ``log_end_offset`` (LEO). The
     ``recovery_point`` is the offset below which everything has been fsynced.
+
+    Every operation that touches files runs under the log dir failure channel's guard (Kafka's
+    maybeHandleIOException): an OSError takes the whole log directory offline and surfaces as
+    KafkaStorageError, and once the directory is offline every such operation is refused the same way.
     """
 
     def __init__(
@@ -101,8 +126,10 @@ class Log:
         leader_epoch_cache: LeaderEpochFileCache,
         log_start_offset: int,
         recovery_point: int,
+        log_dir_failure_channel: LogDirFailureChannel | None = None,
     ) -> None:
         self.directory = directory
+        self.log_dir_failure_channel = log_dir_failure_channel or LogDirFailureChannel()
         self.topic, self.partition = parse_topic_partition(directory.name)
         self.config = config
         self._clock = clock
@@ -130,6 +157,7 @@ class Log:
         log_start_offset: int = 0,
         recovery_point: int = 0,
         had_clean_shutdown: bool = False,
+        log_dir_failure_channel: LogDirFailureChannel | None = None,
     ) -> Log:
         """Open (or create) the partition directory; recover it if the last shutdown was not clean."""
         parse_topic_partition(directory.name)
@@ -187,6 +215,7 @@ class Log:
             leader_epoch_cache=epochs,
             log_start_offset=log_start_offset,
             recovery_point=leo if had_clean_shutdown else recovery_point,
+            log_dir_failure_channel=log_dir_failure_channel,
         )
         opened.append(instance)
         epochs.truncate_from_end(leo)
@@ -250,8 +279,10 @@ class Log:
     def topic_partition(self) -> tuple[str, int]:
         return self.topic, self.partition
 
+
     # --------------------------------------------------------------------------------------- append
 
+    @_storage_guarded("appending records to")
     def append_as_leader(self, records: bytes | bytearray | memoryview, leader_epoch: int) -> LogAppendInfo | None:
         """Validate a producer's record set, assign offsets from the LEO, store it.
 
@@ -284,6 +315,7 @@ class Log:
             next_offset += header.last_offset_delta + 1
         return self._append(data, assigned, log_append_time=now if log_append_time else NO_TIMESTAMP)
 
+    @_storage_guarded("appending records to")
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> LogAppendInfo | None:
         """Store batches fetched from the leader byte for byte, after CRC and offset checks.
 
@@ -347,6 +379,7 @@ class Log:
             batch_count=len(batches),
         )
 
+    @_storage_guarded("writing the leader epoch checkpoint of")
     def maybe_assign_epoch_start_offset(self, leader_epoch: int, start_offset: int) -> None:
         """Becoming leader: the new epoch starts at the LEO (Kafka's makeLeader)."""
         self.leader_epoch_cache.assign(leader_epoch, start_offset)
@@ -373,6 +406,7 @@ class Log:
             return self.roll(first_offset)
         return segment
 
+    @_storage_guarded("rolling a new segment of")
     def roll(self, expected_next_offset: int | None = None) -> LogSegment:
         """Start a new active segment at max(expected, LEO) and flush everything before it."""
         new_base = max(expected_next_offset or 0, self._log_end_offset)
@@ -393,6 +427,7 @@ class Log:
 
     # ----------------------------------------------------------------------------------------- read
 
+    @_storage_guarded("reading from")
     def read(
         self,
         start_offset: int,
@@ -426,6 +461,7 @@ class Log:
         active = self.active_segment
         return FileRegion(active.log_path, active.fd, active.size, 0)
 
+    @_storage_guarded("reading from")
     def fetch_offset_by_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
         """ListOffsets: the first record with a timestamp >= ``timestamp``; -2 earliest, -1 latest."""
         cache = self.leader_epoch_cache
@@ -449,6 +485,7 @@ class Log:
 
     # ------------------------------------------------------------------------------------- truncate
 
+    @_storage_guarded("truncating")
     def truncate_to(self, target_offset: int) -> bool:
         """Follower truncation: drop every batch holding an offset >= ``target_offset``.
 
@@ -478,6 +515,7 @@ class Log:
         self._after_truncation()
         return True
 
+    @_storage_guarded("truncating")
     def truncate_fully_and_start_at(self, new_offset: int) -> None:
         """A replica that fell off the leader's log start: empty the log, restart it at ``new_offset``."""
         log.info("%s-%d: truncating everything, restarting at offset %d", self.topic, self.partition, new_offset)
@@ -502,6 +540,7 @@ class Log:
 
     # ------------------------------------------------------------------------------------ retention
 
+    @_storage_guarded("moving the log start offset of")
     def maybe_increment_log_start_offset(self, new_log_start_offset: int) -> bool:
         """DeleteRecords, or a follower catching up with the leader's log start offset.
 
@@ -519,6 +558,7 @@ class Log:
         self.leader_epoch_cache.truncate_from_start(new_log_start_offset)
         return True
 
+    @_storage_guarded("deleting segments of")
     def delete_old_segments(self, high_watermark: int) -> int:
         """Apply retention.ms, retention.bytes and the log start offset; returns segments deleted."""
         count, reasons = deletable_segments(
@@ -551,6 +591,7 @@ class Log:
             self._pending_deletes.append((deadline, segment))
         self._directory_dirty = True
 
+    @_storage_guarded("deleting segments of")
     def delete_expired_files(self) -> None:
         """Physically delete segments whose ``file.delete.delay.ms`` has passed."""
         now = self._clock()
@@ -561,6 +602,7 @@ class Log:
 
     # ---------------------------------------------------------------------------------------- flush
 
+    @_storage_guarded("flushing")
     def flush(self, offset: int | None = None) -> None:
         """fsync every segment holding offsets in [recovery point, offset); advance the recovery point."""
         target = self._log_end_offset if offset is None else min(offset, self._log_end_offset)
@@ -579,6 +621,7 @@ class Log:
         if self.config.simulate_unflushed_loss:
             self._record_flushed_offset(target)
 
+    @_storage_guarded("flushing")
     def flush_if_due(self) -> bool:
         """Kafka's flush.ms policy (the log manager calls this periodically)."""
         if self._clock() - self._last_flush_ms >= self.config.flush_ms and self._log_end_offset > self._recovery_point:

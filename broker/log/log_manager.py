@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import logging
 import os
@@ -17,8 +18,9 @@ from broker.log.checkpoint import (
     fsync_directory,
 )
 from broker.log.config import LogConfig
-from broker.log.errors import CorruptCheckpointError, LogDirInUseError
+from broker.log.errors import CorruptCheckpointError, KafkaStorageError, LogDirInUseError
 from broker.log.log import Clock, Log, parse_topic_partition
+from broker.log.log_dir_failure_channel import LogDirFailureChannel
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +37,10 @@ class LogManager:
     Scheduling is the caller's: it calls :meth:`flush_dirty_logs`, :meth:`checkpoint_recovery_points`,
     :meth:`checkpoint_log_start_offsets`, :meth:`cleanup_logs` and :meth:`delete_expired_files` at
     Kafka's intervals, and :meth:`shutdown` last.
+
+    An I/O error in a directory goes to the ``log_dir_failure_channel`` (and surfaces as KafkaStorageError);
+    whoever listens there calls :meth:`handle_log_dir_failure`, after which the manager no longer knows
+    the directory's logs and creates none there.
     """
 
     def __init__(
@@ -44,10 +50,13 @@ class LogManager:
         *,
         clock: Clock,
         topic_configs: Mapping[str, LogConfig] | None = None,
+        log_dir_failure_channel: LogDirFailureChannel | None = None,
     ) -> None:
         if not log_dirs:
             raise ValueError("log.dirs is empty; name at least one directory")
         self.log_dirs = [Path(d) for d in log_dirs]
+        self.live_log_dirs = list(self.log_dirs)
+        self.log_dir_failure_channel = log_dir_failure_channel or LogDirFailureChannel()
         self.default_config = default_config
         self.topic_configs = dict(topic_configs or {})
         self._clock = clock
@@ -61,39 +70,49 @@ class LogManager:
     def config_for(self, topic: str) -> LogConfig:
         return self.topic_configs.get(topic, self.default_config)
 
+    def _io(self, log_dir: Path, action: str):
+        return self.log_dir_failure_channel.guard(log_dir, lambda: f"Error while {action} in dir {log_dir}")
+
     # -------------------------------------------------------------------------------------- startup
 
     def startup(self) -> None:
-        """Lock every log dir and open every partition in it, recovering after an unclean shutdown."""
+        """Lock every log dir and open every partition in it, recovering after an unclean shutdown.
+
+        Raises KafkaStorageError when a directory cannot be read or recovered (Kafka stops at start-up then)."""
         for log_dir in self.log_dirs:
-            log_dir.mkdir(parents=True, exist_ok=True)
-            self._lock(log_dir)
-            marker = log_dir / CLEAN_SHUTDOWN_MARKER
-            had_clean_shutdown = marker.exists()
-            if not had_clean_shutdown and any(p.is_dir() for p in log_dir.iterdir()):
-                log.warning("%s: no clean shutdown marker; recovering logs from their recovery points", log_dir)
-            recovery_points = self._read_or_empty(log_dir / RECOVERY_POINT_CHECKPOINT)
-            log_start_offsets = self._read_or_empty(log_dir / LOG_START_OFFSET_CHECKPOINT)
-            for partition_dir in sorted(p for p in log_dir.iterdir() if p.is_dir()):
-                try:
-                    tp = parse_topic_partition(partition_dir.name)
-                except ValueError:
-                    continue  # e.g. Kafka's "-delete" and "-future" directories
-                if tp in self._logs:
-                    raise RuntimeError(
-                        f"partition {tp[0]}-{tp[1]} exists in {self._logs[tp].directory.parent} and in {log_dir}; "
-                        "remove one copy"
-                    )
-                self._logs[tp] = Log.open(
-                    partition_dir,
-                    self.config_for(tp[0]),
-                    clock=self._clock,
-                    log_start_offset=log_start_offsets.get(tp, 0),
-                    recovery_point=recovery_points.get(tp, 0),
-                    had_clean_shutdown=had_clean_shutdown,
+            with self._io(log_dir, "loading logs"):
+                self._load_dir(log_dir)
+
+    def _load_dir(self, log_dir: Path) -> None:
+        log_dir.mkdir(parents=True, exist_ok=True)
+        self._lock(log_dir)
+        marker = log_dir / CLEAN_SHUTDOWN_MARKER
+        had_clean_shutdown = marker.exists()
+        if not had_clean_shutdown and any(p.is_dir() for p in log_dir.iterdir()):
+            log.warning("%s: no clean shutdown marker; recovering logs from their recovery points", log_dir)
+        recovery_points = self._read_or_empty(log_dir / RECOVERY_POINT_CHECKPOINT)
+        log_start_offsets = self._read_or_empty(log_dir / LOG_START_OFFSET_CHECKPOINT)
+        for partition_dir in sorted(p for p in log_dir.iterdir() if p.is_dir()):
+            try:
+                tp = parse_topic_partition(partition_dir.name)
+            except ValueError:
+                continue  # e.g. Kafka's "-delete" and "-future" directories
+            if tp in self._logs:
+                raise RuntimeError(
+                    f"partition {tp[0]}-{tp[1]} exists in {self._logs[tp].directory.parent} and in {log_dir}; "
+                    "remove one copy"
                 )
-            # Removed only once every log is loaded: a crash during loading recovers again.
-            marker.unlink(missing_ok=True)
+            self._logs[tp] = Log.open(
+                partition_dir,
+                self.config_for(tp[0]),
+                clock=self._clock,
+                log_start_offset=log_start_offsets.get(tp, 0),
+                recovery_point=recovery_points.get(tp, 0),
+                had_clean_shutdown=had_clean_shutdown,
+                log_dir_failure_channel=self.log_dir_failure_channel,
+            )
+        # Removed only once every log is loaded: a crash during loading recovers again.
+        marker.unlink(missing_ok=True)
 
     def _lock(self, log_dir: Path) -> None:
         fd = os.open(log_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
@@ -127,11 +146,16 @@ class LogManager:
             return existing
         if not _LEGAL_TOPIC.match(topic) or topic in (".", ".."):
             raise ValueError(f"illegal topic name {topic!r}: use up to 249 of [a-zA-Z0-9._-]")
-        counts = {d: 0 for d in self.log_dirs}
+        if not self.live_log_dirs:
+            raise KafkaStorageError(self.log_dirs[0], f"cannot create a log for {topic}-{partition}: every log dir "
+                                                      f"({', '.join(map(str, self.log_dirs))}) is offline")
+        counts = {d: 0 for d in self.live_log_dirs}
         for opened in self._logs.values():
             counts[opened.directory.parent] = counts.get(opened.directory.parent, 0) + 1
-        log_dir = min(self.log_dirs, key=lambda d: counts[d])
-        created = Log.open(log_dir / f"{topic}-{partition}", self.config_for(topic), clock=self._clock)
+        log_dir = min(self.live_log_dirs, key=lambda d: counts[d])
+        with self._io(log_dir, f"creating the log of {topic}-{partition}"):
+            created = Log.open(log_dir / f"{topic}-{partition}", self.config_for(topic), clock=self._clock,
+                               log_dir_failure_channel=self.log_dir_failure_channel)
         self._logs[(topic, partition)] = created
         log.info("created log %s", created.directory)
         return created
@@ -173,52 +197,73 @@ class LogManager:
             opened.delete_expired_files()
 
     def checkpoint_recovery_points(self) -> None:
-        for log_dir in self.log_dirs:
+        for log_dir in self.live_log_dirs:
             self._checkpoint_recovery_points_in(log_dir)
 
     def _checkpoint_recovery_points_in(self, log_dir: Path) -> None:
         points = {tp: opened.recovery_point for tp, opened in self._in_dir(log_dir)}
-        OffsetCheckpointFile(log_dir / RECOVERY_POINT_CHECKPOINT).write(points)
+        with self._io(log_dir, "writing the recovery point checkpoint"):
+            OffsetCheckpointFile(log_dir / RECOVERY_POINT_CHECKPOINT).write(points)
 
     def checkpoint_log_start_offsets(self) -> None:
-        for log_dir in self.log_dirs:
+        for log_dir in self.live_log_dirs:
             # Kafka lists only logs whose start moved past their first segment's base offset.
             starts = {
                 tp: opened.log_start_offset
                 for tp, opened in self._in_dir(log_dir)
                 if opened.log_start_offset > opened.segments[0].base_offset
             }
-            OffsetCheckpointFile(log_dir / LOG_START_OFFSET_CHECKPOINT).write(starts)
+            with self._io(log_dir, "writing the log start offset checkpoint"):
+                OffsetCheckpointFile(log_dir / LOG_START_OFFSET_CHECKPOINT).write(starts)
 
     def write_high_watermarks(self, high_watermarks: Mapping[TopicPartition, int]) -> None:
         """replication-offset-checkpoint of each log dir, for the partitions it holds."""
-        for log_dir in self.log_dirs:
+        for log_dir in self.live_log_dirs:
             in_dir = {tp: high_watermarks[tp] for tp, _ in self._in_dir(log_dir) if tp in high_watermarks}
-            OffsetCheckpointFile(log_dir / REPLICATION_OFFSET_CHECKPOINT).write(in_dir)
+            with self._io(log_dir, "writing the high watermark checkpoint"):
+                OffsetCheckpointFile(log_dir / REPLICATION_OFFSET_CHECKPOINT).write(in_dir)
 
     def read_high_watermarks(self) -> dict[TopicPartition, int]:
         """All checkpointed high watermarks. Raises CorruptCheckpointError."""
         merged: dict[TopicPartition, int] = {}
-        for log_dir in self.log_dirs:
+        for log_dir in self.live_log_dirs:
             merged.update(OffsetCheckpointFile(log_dir / REPLICATION_OFFSET_CHECKPOINT).read())
         return merged
 
     def _in_dir(self, log_dir: Path) -> list[tuple[TopicPartition, Log]]:
         return [(tp, opened) for tp, opened in self._logs.items() if opened.directory.parent == log_dir]
 
+    # --------------------------------------------------------------------------------- log dir failure
+
+    def handle_log_dir_failure(self, log_dir: Path) -> list[TopicPartition]:
+        """Kafka's LogManager.handleLogDirFailure: stop serving the directory's logs. Their files are closed
+        without a flush (the disk failed) and stay as they are for the recovery at the next start.
+        Returns the partitions whose logs were there; :attr:`live_log_dirs` says what is left."""
+        log.warning("Stopping serving logs in dir %s", log_dir)
+        if log_dir in self.live_log_dirs:
+            self.live_log_dirs.remove(log_dir)
+        offline = [tp for tp, opened in self._in_dir(log_dir)]
+        for tp in offline:
+            with contextlib.suppress(OSError):  # buffered index bytes may fail to reach the full disk again
+                self._logs.pop(tp).close()
+        return offline
+
     # ------------------------------------------------------------------------------------- shutdown
 
     def shutdown(self) -> None:
-        """Flush everything, write the checkpoints, then the clean shutdown marker that skips recovery."""
+        """Flush everything, write the checkpoints, then the clean shutdown marker that skips recovery.
+
+        Offline directories get no marker: their logs must be recovered at the next start."""
         for opened in self._logs.values():
             opened.flush()
         self.checkpoint_recovery_points()
         self.checkpoint_log_start_offsets()
         for opened in self._logs.values():
             opened.close()
-        for log_dir in self.log_dirs:
-            (log_dir / CLEAN_SHUTDOWN_MARKER).touch()
-            fsync_directory(log_dir)
+        for log_dir in self.live_log_dirs:
+            with self._io(log_dir, "writing the clean shutdown marker"):
+                (log_dir / CLEAN_SHUTDOWN_MARKER).touch()
+                fsync_directory(log_dir)
         for fd in self._lock_fds:
             os.close(fd)
         self._lock_fds = []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import mmap
 import os
@@ -155,12 +156,21 @@ class LogSegment:
         start = self.size
         view = memoryview(data)
         written = 0
-        while written < len(view):
-            written += os.pwrite(self.fd, view[written:], start + written)
-        for position, header in batches:
-            if start + position == 0:
-                self._first_batch_timestamp = header.max_timestamp
-            self._index_batch(start + position, header)
+        try:
+            while written < len(view):
+                written += os.pwrite(self.fd, view[written:], start + written)
+            for position, header in batches:
+                if start + position == 0:
+                    self._first_batch_timestamp = header.max_timestamp
+                self._index_batch(start + position, header)
+        except OSError:
+            # A full disk fails a write part-way: cut the file back to the last whole batch, so nothing of a
+            # batch that was refused stays behind. Should the cut fail too, the next start's recovery cuts
+            # the torn tail. The in-memory indexes may now be ahead of the file; the caller takes the log
+            # directory offline, so they are never used again.
+            with contextlib.suppress(OSError):
+                os.ftruncate(self.fd, start)
+            raise
         self.size = start + len(view)
         self._next_offset = batches[-1][1].next_offset
 

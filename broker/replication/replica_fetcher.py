@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import grpc
 from kio.schema.errors import ErrorCode
 
-from broker.log.errors import KafkaLogError
+from broker.log.errors import KafkaLogError, KafkaStorageError
 from broker.replication.partition import Partition
 from broker.replication.truncation import TruncationRule, truncation_step
 from clusterplane import cluster_pb2 as pb
@@ -95,6 +95,10 @@ class ReplicaFetcher:
                 reason = exc.code().name if isinstance(exc, grpc.aio.AioRpcError) else repr(exc)
                 log.info("fetch from leader %d at %s failed: %s; retrying in %d ms", self.leader_id, self.address,
                          reason, self.settings.backoff_ms)
+                await asyncio.sleep(self.settings.backoff_ms / 1000)
+            except KafkaStorageError as exc:
+                # a truncation hit the failed disk; the log dir failure handler removes these partitions
+                log.warning("replica fetcher for leader %d: %s", self.leader_id, exc)
                 await asyncio.sleep(self.settings.backoff_ms / 1000)
             except Exception:
                 log.exception("replica fetcher for leader %d failed; retrying", self.leader_id)

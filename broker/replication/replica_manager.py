@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
 
-from broker.log.errors import InvalidRecordBatchError, OffsetOutOfRangeError
+from broker.log.errors import InvalidRecordBatchError, KafkaStorageError, OffsetOutOfRangeError
 from broker.purgatory.purgatory import DelayedOperationPurgatory, TopicPartitionOperationKey
 from broker.replication.control_fencing import check_control_request
 from broker.replication.delayed_ops import (
@@ -117,6 +117,8 @@ class ReplicaIO:
                  on_isr_proposal: Callable[[IsrProposal], None] | None = None) -> None:
         self.manager = manager
         self.hosted: dict[TopicPartition, Partition] = {}
+        # replicas in an offline log directory (Kafka's HostedPartition.Offline), until the process ends
+        self.offline: set[TopicPartition] = set()
         self.produce_purgatory = DelayedOperationPurgatory("Produce")
         self.fetch_purgatory = DelayedOperationPurgatory("Fetch")
         self._known_in_metadata = known_in_metadata
@@ -133,6 +135,9 @@ class ReplicaIO:
         partition = self.hosted.get(tp)
         if partition is not None:
             return partition
+        if tp in self.offline:
+            raise PartitionError(ErrorCode.kafka_storage_error,
+                                 f"{tp[0]}-{tp[1]} is in an offline log directory of broker {self.manager.broker_id}")
         # Kafka's getPartitionOrException: a partition the cluster knows but this broker does not host
         # sends the client back to Metadata; one nobody knows is unknown.
         if tp in self.manager.partitions or self._known_in_metadata(tp):
@@ -192,7 +197,7 @@ class ReplicaIO:
             info = partition.append_records_to_leader(records, required_acks, self._min_insync(partition), now_ms)
         except PartitionError as exc:
             return ProducePartitionStatus(exc.error_code, error_message=str(exc))
-        except InvalidRecordBatchError as exc:
+        except (InvalidRecordBatchError, KafkaStorageError) as exc:
             return ProducePartitionStatus(exc.error_code, error_message=str(exc))
         self.wake(tp, partition.high_watermark > before)
         if info is None:
@@ -263,6 +268,9 @@ class ReplicaIO:
             except OffsetOutOfRangeError as exc:
                 results[tp] = FetchPartitionResult(ErrorCode.offset_out_of_range, error_message=str(exc))
                 continue
+            except KafkaStorageError as exc:
+                results[tp] = FetchPartitionResult(ErrorCode.kafka_storage_error, error_message=str(exc))
+                continue
             budget -= read.size
             results[tp] = FetchPartitionResult(ErrorCode.none, read)
         return results
@@ -276,6 +284,15 @@ class ReplicaIO:
         removed = self.hosted.pop(tp, None)
         self.wake(tp, True)  # parked produces and fetches answer NOT_LEADER / UNKNOWN now
         return removed
+
+    def mark_offline(self, partitions: list[TopicPartition]) -> None:
+        """Kafka's markPartitionOffline: the replicas' log directory failed. Requests for them are answered
+        KAFKA_STORAGE_ERROR from now on, parked produces and fetches at once, so no produce waiting for
+        acks=all is ever acknowledged by this broker."""
+        for tp in partitions:
+            self.hosted.pop(tp, None)
+            self.offline.add(tp)
+            self.wake(tp, True)
 
     def shrink_isrs(self, now_ms: int) -> None:
         """Kafka's isr-expiration task: propose dropping followers that fell behind (run every lag/2)."""

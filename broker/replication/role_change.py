@@ -9,6 +9,9 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
+from kio.schema.errors import ErrorCode
+
+from broker.log.errors import KafkaStorageError
 from broker.replication.partition import LeadershipState, Partition
 from broker.replication.replica_fetcher import ReplicaFetcherManager
 from broker.replication.replica_log import ReplicaLog
@@ -80,8 +83,19 @@ class RoleChangeManager:
         for error in response.partition_errors:
             tp = (error.topic, error.partition)
             state = self.replica_manager.partitions.get(tp)
-            if error.error_code == 0 and state is not None:
+            if error.error_code != 0 or state is None:
+                continue
+            if tp in self.replica_io.offline:
+                # Kafka answers KAFKA_STORAGE_ERROR for a replica in an offline log directory
+                error.error_code = ErrorCode.kafka_storage_error.value
+                continue
+            try:
                 await self._become(tp, state)
+            except KafkaStorageError as exc:
+                # the log dir failure channel has the directory; its handler takes the replicas offline
+                log.warning("%s-%d: cannot become %s: %s", tp[0], tp[1],
+                            "leader" if state.is_leader(self.broker_id) else "follower", exc)
+                error.error_code = ErrorCode.kafka_storage_error.value
         return response
 
     async def _become(self, tp: TopicPartition, state: ReplicaState) -> None:

@@ -384,3 +384,29 @@ def test_detaching_a_partition_answers_its_parked_acks_all_produce_with_not_lead
     broker.known_in_metadata.add(TP)
     broker.io.detach(TP)
     assert answers.only[TP].error == ErrorCode.not_leader_or_follower
+
+
+# --- offline log directory (KIP-112) -------------------------------------------------------------------------
+
+
+def test_a_produce_whose_append_fails_on_the_disk_is_answered_kafka_storage_error_and_never_acknowledged(tmp_path):
+    broker = leader_broker(tmp_path, history=2)
+    log = broker.partition().log
+    log.log_dir_failure_channel.maybe_add_offline_log_dir(log.directory.parent, "disk gone", OSError(5, "EIO"))
+    status = produce(broker, acks=-1).only[TP]
+    assert (status.error, status.base_offset) == (ErrorCode.kafka_storage_error, -1)
+    assert "offline" in status.error_message
+    assert broker.partition().log_end_offset == 2
+
+
+def test_offline_replicas_answer_kafka_storage_error_and_release_parked_produces_and_fetches(tmp_path):
+    broker = leader_broker(tmp_path, isr=(LEADER, FOLLOWER), min_insync=2)
+    parked_produce = produce(broker, acks=-1)
+    parked_fetch = consumer_fetch(broker, 0)
+    assert not parked_produce.answered and not parked_fetch.answered
+    broker.io.mark_offline([TP])
+    assert parked_produce.only[TP].error == ErrorCode.kafka_storage_error
+    assert parked_fetch.only[TP].error == ErrorCode.kafka_storage_error
+    assert produce(broker).only[TP].error == ErrorCode.kafka_storage_error
+    assert follower_fetch(broker, 0, T0 + 1).only[TP].error == ErrorCode.kafka_storage_error
+    assert broker.io.produce_purgatory.num_delayed == 0 and broker.io.fetch_purgatory.num_delayed == 0
