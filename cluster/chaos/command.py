@@ -63,12 +63,16 @@ def _run_options(parser: argparse.ArgumentParser) -> None:
                         help="broker property, e.g. unclean.leader.election.enable=true (repeatable)")
     parser.add_argument("--netns", action="store_true",
                         help="brokers in network namespaces (root), for partition, zk-isolate and slow")
+    parser.add_argument("--log-dir-size-mib", type=int, default=None, metavar="N",
+                        help="each broker's log directory on an N MiB tmpfs (root), for disk-full")
 
 
 def _settings(args: argparse.Namespace, seed: int) -> ChaosSettings:
     try:
         default = ("none" if getattr(args, "bootstrap", None) else
                    DEFAULT_NEMESIS_NETNS if args.netns else DEFAULT_NEMESIS_LOOPBACK)
+        if args.log_dir_size_mib and not args.nemesis:
+            default += ",disk-full"
         nemesis = parse_nemesis(args.nemesis or default)
     except NemesisSpecError as exc:
         raise ClusterError(str(exc)) from None
@@ -79,6 +83,7 @@ def _settings(args: argparse.Namespace, seed: int) -> ChaosSettings:
             raise ClusterError(f"--override takes key=value, got {item!r}")
         overrides[key.strip()] = value.strip()
     return ChaosSettings(seed=seed, duration_s=args.duration, nemesis=nemesis, overrides=overrides, netns=args.netns,
+                         log_dir_size_mib=args.log_dir_size_mib,
                          workload=WorkloadSettings(acks=args.acks, idempotent=args.idempotent, rate=args.rate))
 
 

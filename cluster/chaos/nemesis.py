@@ -68,7 +68,7 @@ def netem_available(spec: ClusterSpec) -> bool:
 
 
 def _has_log_dir_mounts(spec: ClusterSpec) -> bool:
-    return bool(getattr(spec, "log_dir_size_mib", 0))
+    return bool(spec.log_dir_mounts)
 
 
 class Nemesis:
@@ -178,6 +178,11 @@ class Nemesis:
         elif kind == "zk-down":
             stop_zookeeper(self.data_dir, say=self.say)
             self._hold_zookeeper_port()
+        elif kind == "disk-full" and _has_log_dir_mounts(self.spec):
+            from cluster import disk
+
+            for broker in victims:
+                disk.fill(self.data_dir, broker, say=self.say)  # the broker halts on its next write
         elif kind in ("partition", "zk-isolate") and _has_netns(self.spec):
             from cluster.net import actions
 
@@ -207,6 +212,12 @@ class Nemesis:
                 self._signal(broker, signal.SIGCONT)
         elif step.kind == "zk-down" and not self._zookeeper_running():
             self._start_zookeeper()
+        elif step.kind == "disk-full":
+            from cluster import disk
+
+            for broker in victims:
+                disk.free(self.data_dir, broker, say=self.say)
+                self.start_broker(broker)
         elif step.kind in NEEDS_NETNS:
             from cluster.net import actions
 
@@ -220,6 +231,11 @@ class Nemesis:
             actions.heal(self.data_dir, say=self.say)
         if not self._zookeeper_running():
             self._start_zookeeper()
+        if _has_log_dir_mounts(self.spec):
+            from cluster import disk
+
+            for broker in self.spec.brokers:
+                disk.free(self.data_dir, broker.broker_id, say=self.say)
         for broker in self.spec.brokers:
             pid = self.layout.broker_pid(broker.broker_id).read()
             if pid is not None:

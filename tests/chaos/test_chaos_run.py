@@ -174,3 +174,15 @@ def test_a_run_against_a_cluster_kafkasim_did_not_start_checks_what_its_leaders_
                              capture_output=True, text=True, timeout=120)
     assert refused.returncode == 2 and "no faults" in refused.stderr
     assert not (tmp_path / "no").exists()
+
+
+def test_safe_configuration_survives_a_full_disk_in_a_seeded_run(tmp_path):
+    settings = ChaosSettings(seed=2, duration_s=40, nemesis=("disk-full", "kill"), schedule=SHORT,
+                             log_dir_size_mib=64)
+    planned = [s.kind for s in nemesis_schedule(2, 40, settings.nemesis, [1, 2, 3], SHORT)]
+    assert "disk-full" in planned
+    run = run_chaos(settings, tmp_path / "run", say=print)
+    assert run.result.verdict == "valid", run.result.anomalies
+    assert run.result.summary.acknowledged > 1000
+    faults = (tmp_path / "run" / "cluster" / "tools-trace.jsonl").read_text()
+    assert '"action":"disk-full"' in faults and '"action":"disk-free"' in faults
