@@ -120,15 +120,25 @@ def up(data_dir: Path, brokers: int = 3, zookeeper: str | None = None, profile: 
         say(f"log directories on {log_dir_size_mib} MiB tmpfs mounts ({len(spec.log_dir_mounts)}): "
             f"`kafkasim fill BROKER` fills one")
     started = time.monotonic()
-    if zookeeper is None:
-        server = spawn_zookeeper(layout, zookeeper_port, tick_time_ms)
-        spec.zookeeper = server.connect
-        say(f"ZooKeeper on {server.connect} (tickTime {tick_time_ms} ms), data in {layout.zookeeper_dir()}")
-    layout.save(spec)
-    for broker in spec.brokers:
-        write_properties(layout.broker_config(broker.broker_id), broker_properties(spec, broker, layout))
-        spawn_broker(layout, broker.broker_id)
-    controller, epoch = asyncio.run(wait_for_cluster(spec.zookeeper, [b.broker_id for b in spec.brokers], layout))
+    try:
+        if zookeeper is None:
+            server = spawn_zookeeper(layout, zookeeper_port, tick_time_ms)
+            spec.zookeeper = server.connect
+            say(f"ZooKeeper on {server.connect} (tickTime {tick_time_ms} ms), data in {layout.zookeeper_dir()}")
+        layout.save(spec)
+        for broker in spec.brokers:
+            write_properties(layout.broker_config(broker.broker_id), broker_properties(spec, broker, layout))
+            spawn_broker(layout, broker.broker_id)
+        controller, epoch = asyncio.run(wait_for_cluster(spec.zookeeper, [b.broker_id for b in spec.brokers],
+                                                         layout))
+    except BaseException:
+        # a cluster that did not come up leaves nothing running: no ZooKeeper, broker or mount behind the error
+        for broker in spec.brokers:
+            stop_process(layout.broker_pid(broker.broker_id), 5.0, signal.SIGKILL)
+        if zookeeper is None:
+            stop_process(layout.zookeeper_pid(), 5.0, signal.SIGKILL)
+        unmount_log_dirs(recorded_mounts(spec), lambda _: None)
+        raise
     say(f"{brokers} brokers registered, controller is broker {controller} (epoch {epoch}), "
         f"ready in {time.monotonic() - started:.1f} s")
     say(f"bootstrap servers: {spec.bootstrap_servers}")
