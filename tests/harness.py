@@ -9,13 +9,14 @@ import os
 import signal
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 from cluster.admin import ClusterState, read_cluster_state
-from cluster.lifecycle import up, wait_for_cluster
+from cluster.lifecycle import down, up, wait_for_cluster
 from cluster.processes import ClusterLayout, ClusterSpec, PidFile, spawn_broker
 from traces.events import parse_line
 from traces.faults import TOOLS_TRACE_FILE, record_fault
@@ -135,3 +136,19 @@ def start_cluster(tmp_path: Path, zk_server: str, brokers: int = 3, profile: str
 
 def znode_json(cluster: RunningCluster, path: str) -> dict:
     return json.loads(cluster.raw(path)[0])
+
+
+@contextmanager
+def own_cluster(data_dir: Path, **up_options: Any) -> Iterator[RunningCluster]:
+    """A cluster with a ZooKeeper of its own (for faults that stop ZooKeeper or mount log directories), taken
+    down after; whatever `down` leaves running is killed by its PID file."""
+    try:
+        spec = up(data_dir, brokers=3, profile="classroom", base_port=0, say=lambda _: None, **up_options)
+        yield RunningCluster(data_dir, spec, spec.zookeeper)
+    finally:
+        try:
+            down(data_dir, say=lambda _: None, timeout_s=10)
+        finally:
+            for pid_path in [*data_dir.glob("broker-*/broker.pid"), data_dir / "zookeeper/zookeeper.pid"]:
+                if (pid := PidFile(pid_path).read()) is not None:
+                    os.killpg(pid, signal.SIGKILL)

@@ -5,8 +5,6 @@ and the error, and the controller elects new leaders from the other ISR members.
 stays readable; once the space is freed and the broker started again, it recovers its log, rejoins every ISR
 and ends with replicas byte-identical to the others'."""
 
-import os
-import signal
 import time
 from pathlib import Path
 
@@ -14,8 +12,6 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from cluster import disk
-from cluster.lifecycle import down, up
-from cluster.processes import PidFile
 from tests.chaos.test_acknowledged_writes_survive import (
     PARTITIONS,
     TOPIC,
@@ -24,7 +20,7 @@ from tests.chaos.test_acknowledged_writes_survive import (
     replica_records,
 )
 from tests.cluster.test_controller import make_topic
-from tests.harness import RunningCluster, wait_until
+from tests.harness import RunningCluster, own_cluster, wait_until
 from traces import events as te
 from traces.history import HistoryWriter
 
@@ -38,20 +34,13 @@ SETTLE_S = 60
 def size_limited_cluster(tmp_path: Path):
     data_dir = tmp_path / "cluster"
     try:
-        spec = up(data_dir, brokers=3, profile="classroom", base_port=0, log_dir_size_mib=LOG_DIR_MIB,
-                  overrides={"min.insync.replicas": "2", "unclean.leader.election.enable": "false"},
-                  say=lambda _: None)
-        yield RunningCluster(data_dir, spec, spec.zookeeper)
+        with own_cluster(data_dir, log_dir_size_mib=LOG_DIR_MIB,
+                         overrides={"min.insync.replicas": "2", "unclean.leader.election.enable": "false"}) as cluster:
+            yield cluster
     finally:
-        try:
-            down(data_dir, say=lambda _: None, timeout_s=10)
-        finally:
-            for pid_path in [*data_dir.glob("broker-*/broker.pid"), data_dir / "zookeeper/zookeeper.pid"]:
-                if (pid := PidFile(pid_path).read()) is not None:
-                    os.killpg(pid, signal.SIGKILL)
-            # by name, whatever cluster.json says: no test may leave a mount behind
-            disk.unmount_named(disk.cluster_mount_prefix(data_dir))
-            assert not disk.mounts_named(disk.current_mounts(), disk.cluster_mount_prefix(data_dir))
+        # by name, whatever cluster.json says: no test may leave a mount behind
+        disk.unmount_named(disk.cluster_mount_prefix(data_dir))
+        assert not disk.mounts_named(disk.current_mounts(), disk.cluster_mount_prefix(data_dir))
 
 
 def leaders(cluster: RunningCluster) -> dict[int, int]:

@@ -2,8 +2,6 @@
 data. Leaders keep taking acks=all writes from the ISR they have, nothing is decided that cannot be
 written, and once ZooKeeper is back the cluster is whole again with every acknowledged value readable."""
 
-import os
-import signal
 import subprocess
 import sys
 import time
@@ -12,10 +10,10 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from cluster.lifecycle import down, start_zookeeper, stop_zookeeper, up
-from cluster.processes import ClusterLayout, PidFile
+from cluster.lifecycle import start_zookeeper, stop_zookeeper
+from cluster.processes import ClusterLayout
 from tests.cluster.test_controller import make_topic
-from tests.harness import RunningCluster, wait_until
+from tests.harness import own_cluster, wait_until
 
 pytestmark = [pytest.mark.processes, pytest.mark.slow, pytest.mark.chaos, pytest.mark.timeout(300)]
 
@@ -25,18 +23,8 @@ SESSION_S = 2.0  # classroom profile
 
 @pytest.fixture
 def own_zookeeper_cluster(tmp_path: Path):
-    data_dir = tmp_path / "cluster"
-    try:
-        spec = up(data_dir, brokers=3, profile="classroom", base_port=0,
-                  overrides={"min.insync.replicas": "2"}, say=lambda _: None)
-        yield RunningCluster(data_dir, spec, spec.zookeeper)
-    finally:
-        try:
-            down(data_dir, say=lambda _: None, timeout_s=10)
-        finally:
-            for pid_path in [*data_dir.glob("broker-*/broker.pid"), data_dir / "zookeeper/zookeeper.pid"]:
-                if (pid := PidFile(pid_path).read()) is not None:
-                    os.killpg(pid, signal.SIGKILL)
+    with own_cluster(tmp_path / "cluster", overrides={"min.insync.replicas": "2"}) as cluster:
+        yield cluster
 
 
 def produce(bootstrap: str, values: list[str]) -> dict[str, tuple[int, int]]:
