@@ -27,8 +27,7 @@ from cluster.chaos.history import (
     read_nemesis,
     read_operations,
 )
-from cluster.chaos.plots import write_plots
-from cluster.chaos.runner import RESULTS_FILE, ChaosRun, ChaosSettings
+from cluster.chaos.runner import RESULTS_FILE, ChaosRun, ChaosSettings, write_plots_if_possible
 from cluster.chaos.workload import Workload, WorkloadSettings
 from cluster.processes import ClusterError
 
@@ -63,7 +62,7 @@ def run_against(settings: ChaosSettings, bootstrap: str, out: Path, say: Callabl
         "seed": settings.seed, "duration_s": settings.duration_s, "nemesis": [], "bootstrap": bootstrap,
         "settings": {"workload": asdict(workload_settings)}, "ops_per_s": round(ops_per_s, 1),
         "heal_to_settled_s": None, **result.model_dump()}, indent=1) + "\n")
-    write_plots(out)
+    write_plots_if_possible(out)
     return ChaosRun(out, result, [], ops_per_s, None)
 
 

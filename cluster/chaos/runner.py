@@ -31,7 +31,6 @@ from cluster.chaos.history import (
     read_nemesis,
     read_operations,
 )
-from cluster.chaos.plots import write_plots
 from cluster.chaos.nemesis import Nemesis, NemesisError, unsupported_kinds
 from cluster.chaos.schedule import NemesisStep, ScheduleSettings, nemesis_schedule
 from cluster.chaos.workload import Workload, WorkloadSettings
@@ -152,8 +151,17 @@ def run_chaos(settings: ChaosSettings, out: Path, say: Callable[[str], None] = p
         "ops_per_s": round(workload.counters.acknowledged / sending_s, 1),
         "heal_to_settled_s": None if settled_s is None else round(settled_s, 2),
         **result.model_dump()}, indent=1) + "\n")
-    write_plots(out)
+    write_plots_if_possible(out)
     return ChaosRun(out, result, steps, workload.counters.acknowledged / sending_s, settled_s)
+
+
+def write_plots_if_possible(out: Path) -> None:
+    """The plots need matplotlib, which the broker's image leaves out: there a run ends without them."""
+    try:
+        from cluster.chaos.plots import write_plots
+    except ImportError:
+        return
+    write_plots(out)
 
 
 def _create_topics(zookeeper: str, settings: ChaosSettings) -> None:

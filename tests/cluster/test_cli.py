@@ -54,3 +54,18 @@ def test_net_on_the_compose_cluster_cuts_a_whole_broker_only(tmp_path):
                           "--from", "zookeeper", "--docker"], capture_output=True, text=True, timeout=60)
     assert run.returncode == 2
     assert "--from all" in run.stderr and "kafkasim up --netns" in run.stderr
+
+
+def test_the_cli_starts_without_the_packages_the_broker_image_leaves_out():
+    """The image (Dockerfile's LEAVE_OUT) has no analysis stack; its build runs `kafkasim --help`, and its
+    brokers and tools must not import what is not there."""
+    dockerfile = (Path(__file__).resolve().parents[2] / "Dockerfile").read_text()
+    left_out = next(line for line in dockerfile.splitlines() if "LEAVE_OUT=" in line).split("=", 1)[1].strip('"')
+    assert "matplotlib" in left_out.split()
+    blocked = "; ".join(f"sys.modules[{name!r}] = None" for name in left_out.split())
+    script = (f"import sys; {blocked}; from cluster.cli import _parser; "
+              "import cluster.chaos.runner, cluster.chaos.nemesis, broker.server; "
+              "_parser().parse_args(['chaos', 'run', '--help'])")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "--nemesis" in done.stdout
