@@ -5,7 +5,6 @@ every partition from its leader, since the replicas' files are out of reach."""
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from dataclasses import asdict
@@ -27,7 +26,7 @@ from cluster.chaos.history import (
     read_nemesis,
     read_operations,
 )
-from cluster.chaos.runner import RESULTS_FILE, ChaosRun, ChaosSettings, write_plots_if_possible
+from cluster.chaos.runner import RESULTS_FILE, ChaosRun, ChaosSettings, finish_run
 from cluster.chaos.workload import Workload, WorkloadSettings
 from cluster.processes import ClusterError
 
@@ -58,12 +57,9 @@ def run_against(settings: ChaosSettings, bootstrap: str, out: Path, say: Callabl
     (out / FINAL_READS_FILE).write_text(final.model_dump_json() + "\n")
     result = check(read_operations(out / OPERATIONS_FILE), final, read_nemesis(out / NEMESIS_FILE))
     ops_per_s = workload.counters.acknowledged / sending_s
-    (out / RESULTS_FILE).write_text(json.dumps({
+    return finish_run(out, result, [], ops_per_s, None, {
         "seed": settings.seed, "duration_s": settings.duration_s, "nemesis": [], "bootstrap": bootstrap,
-        "settings": {"workload": asdict(workload_settings)}, "ops_per_s": round(ops_per_s, 1),
-        "heal_to_settled_s": None, **result.model_dump()}, indent=1) + "\n")
-    write_plots_if_possible(out)
-    return ChaosRun(out, result, [], ops_per_s, None)
+        "settings": {"workload": asdict(workload_settings)}})
 
 
 def _create_topics(bootstrap: str, workload: WorkloadSettings, overrides: dict[str, str]) -> dict[tuple[str, int], int]:

@@ -145,14 +145,20 @@ def run_chaos(settings: ChaosSettings, out: Path, say: Callable[[str], None] = p
     final = FinalReads.from_stored_records(stored, leaders)
     (out / FINAL_READS_FILE).write_text(final.model_dump_json() + "\n")
     result = check(read_operations(out / OPERATIONS_FILE), final, read_nemesis(out / NEMESIS_FILE))
-    (out / RESULTS_FILE).write_text(json.dumps({
+    return finish_run(out, result, steps, workload.counters.acknowledged / sending_s, settled_s, {
         "seed": settings.seed, "duration_s": settings.duration_s, "nemesis": list(settings.nemesis),
-        "settings": {"overrides": settings.overrides, "workload": asdict(settings.workload)},
-        "ops_per_s": round(workload.counters.acknowledged / sending_s, 1),
+        "settings": {"overrides": settings.overrides, "workload": asdict(settings.workload)}})
+
+
+def finish_run(out: Path, result: CheckResult, steps: list[NemesisStep], ops_per_s: float,
+               settled_s: float | None, facts: dict) -> ChaosRun:
+    """results.json (the run's ``facts``, its figures and the check) and the plots."""
+    (out / RESULTS_FILE).write_text(json.dumps({
+        **facts, "ops_per_s": round(ops_per_s, 1),
         "heal_to_settled_s": None if settled_s is None else round(settled_s, 2),
         **result.model_dump()}, indent=1) + "\n")
     write_plots_if_possible(out)
-    return ChaosRun(out, result, steps, workload.counters.acknowledged / sending_s, settled_s)
+    return ChaosRun(out, result, steps, ops_per_s, settled_s)
 
 
 def write_plots_if_possible(out: Path) -> None:

@@ -4,6 +4,7 @@ nemesis with a valid verdict, and an unsafe one is caught with the lost values n
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from cluster.chaos.runner import RESULTS_FILE, SCHEDULE_FILE, ChaosSettings, run
 from cluster.chaos.schedule import ScheduleSettings, nemesis_schedule
 from cluster.chaos.workload import WorkloadSettings
 from cluster.chaos.history import Recorder
+from tests.harness import wait_until
 
 pytestmark = [pytest.mark.processes, pytest.mark.slow, pytest.mark.chaos, pytest.mark.timeout(600)]
 
@@ -67,31 +69,16 @@ def kill_followers_then_leader(nemesis: Nemesis, recorder: Recorder) -> None:
     recorder.nemesis("start", "kill", others, "the followers of chaos-a-0", 0)
     for broker in others:
         nemesis.kill9(broker)
-    _wait(lambda: not set(others) & nemesis.registered(), 15)
-    _sleep(4)  # the leader, alone in every ISR, acknowledges acks=1 writes nobody else has
+    wait_until(lambda: not set(others) & nemesis.registered(), 15, f"brokers {others} to leave /brokers/ids")
+    time.sleep(4)  # the leader, alone in every ISR, acknowledges acks=1 writes nobody else has
     recorder.nemesis("start", "kill", [leader], "the leader of chaos-a-0", 1)
     nemesis.kill9(leader)
     for broker in others:
         nemesis.start_broker(broker)
     recorder.nemesis("stop", "kill", others, "the followers of chaos-a-0", 0)
-    _sleep(4)  # what the followers' partitions do without the old leader: offline, or an unclean leader
+    time.sleep(4)  # what the followers' partitions do without the old leader: offline, or an unclean leader
     nemesis.start_broker(leader)
     recorder.nemesis("stop", "kill", [leader], "the leader of chaos-a-0", 1)
-
-
-def _wait(condition, timeout_s: float) -> None:
-    import time
-
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.1)
-
-
-def _sleep(seconds: float) -> None:
-    import time
-
-    time.sleep(seconds)
 
 
 def scripted_run(tmp_path: Path, name: str, acks: str, overrides: dict[str, str]):
