@@ -63,14 +63,18 @@ def _run_options(parser: argparse.ArgumentParser) -> None:
                         help="broker property, e.g. unclean.leader.election.enable=true (repeatable)")
     parser.add_argument("--netns", action="store_true",
                         help="brokers in network namespaces (root), for partition, zk-isolate and slow")
+    parser.add_argument("--subnet", default=None, metavar="CIDR",
+                        help="with --netns: the namespaces' IPv4 subnet, so that a run beside another --netns "
+                             "cluster does not clash with it (implies --netns)")
     parser.add_argument("--log-dir-size-mib", type=int, default=None, metavar="N",
                         help="each broker's log directory on an N MiB tmpfs (root), for disk-full")
 
 
 def _settings(args: argparse.Namespace, seed: int) -> ChaosSettings:
     try:
+        netns = args.netns or args.subnet is not None
         default = ("none" if getattr(args, "bootstrap", None) else
-                   DEFAULT_NEMESIS_NETNS if args.netns else DEFAULT_NEMESIS_LOOPBACK)
+                   DEFAULT_NEMESIS_NETNS if netns else DEFAULT_NEMESIS_LOOPBACK)
         if args.log_dir_size_mib and not args.nemesis:
             default += ",disk-full"
         nemesis = parse_nemesis(args.nemesis or default)
@@ -82,7 +86,8 @@ def _settings(args: argparse.Namespace, seed: int) -> ChaosSettings:
         if not sep or not key:
             raise ClusterError(f"--override takes key=value, got {item!r}")
         overrides[key.strip()] = value.strip()
-    return ChaosSettings(seed=seed, duration_s=args.duration, nemesis=nemesis, overrides=overrides, netns=args.netns,
+    return ChaosSettings(seed=seed, duration_s=args.duration, nemesis=nemesis, overrides=overrides,
+                         netns=args.netns or args.subnet is not None, subnet=args.subnet,
                          log_dir_size_mib=args.log_dir_size_mib,
                          workload=WorkloadSettings(acks=args.acks, idempotent=args.idempotent, rate=args.rate))
 

@@ -59,6 +59,7 @@ class ChaosSettings:
     settle_s: float = 90.0
     profile: str = "classroom"
     netns: bool = False       # brokers in network namespaces (root): partition, zk-isolate and slow need it
+    subnet: str | None = None  # the namespaces' subnet (None: the default); implies netns
     log_dir_size_mib: int | None = None   # tmpfs log directories (root): disk-full needs them
 
 
@@ -95,7 +96,7 @@ def run_chaos(settings: ChaosSettings, out: Path, say: Callable[[str], None] = p
         say(f"chaos run seed {settings.seed}: {len(steps) - 1} faults over {settings.duration_s:.0f} s, "
             f"data in {out}")
     spec = up(data_dir, brokers=settings.brokers, profile=settings.profile, base_port=0,
-              overrides=settings.overrides, say=lambda _: None, netns=settings.netns,
+              overrides=settings.overrides, say=lambda _: None, netns=settings.netns, subnet=settings.subnet,
               log_dir_size_mib=settings.log_dir_size_mib)
     try:
         reasons = unsupported_kinds(settings.nemesis, spec)
