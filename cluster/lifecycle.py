@@ -82,8 +82,6 @@ def up(data_dir: Path, brokers: int = 3, zookeeper: str | None = None, profile: 
         if zookeeper is not None:
             raise ClusterError("--netns starts its own ZooKeeper in a namespace of its own, so links to it can be "
                                "cut: leave out --zookeeper")
-        if log_dir_size_mib is not None:
-            raise ClusterError("--log-dir-size-mib and --netns do not go together yet: choose one")
     if profile not in PROFILES:
         raise ClusterError(f"unknown profile {profile!r}; choose one of {', '.join(PROFILES)}")
     if brokers < 1:
@@ -100,7 +98,7 @@ def up(data_dir: Path, brokers: int = 3, zookeeper: str | None = None, profile: 
         unmount_log_dirs(recorded_mounts(old), say)  # left behind by a cluster that crashed
     if netns:
         return _up_netns(layout, brokers, profile, overrides, base_port, zookeeper_port, tick_time_ms, say,
-                         subnet or DEFAULT_SUBNET)
+                         subnet or DEFAULT_SUBNET, log_dir_size_mib)
     ports = choose_ports(brokers, base_port)
     spec = ClusterSpec(zookeeper=zookeeper or "", external_zookeeper=zookeeper is not None, profile=profile,
                        brokers=[BrokerSpec(i + 1, client, cluster) for i, (client, cluster) in enumerate(ports)],
@@ -108,17 +106,7 @@ def up(data_dir: Path, brokers: int = 3, zookeeper: str | None = None, profile: 
     _validate(spec, layout)
     say(f"profile {profile}" + "".join(f"\n  {k}={v}" for k, v in PROFILES[profile].items()))
     # before anything starts: a refused mount (a log dir holding logs already) leaves nothing running
-    if log_dir_size_mib is not None:
-        try:
-            for broker in spec.brokers:
-                log_dir = broker_log_dir(spec, broker.broker_id, layout)
-                mount = mount_log_dir(data_dir, broker.broker_id, log_dir, log_dir_size_mib)
-                spec.log_dir_mounts.append(mount.as_json())
-        finally:
-            if spec.log_dir_mounts:
-                layout.save(spec)  # even after a failed mount: `down` unmounts the ones made
-        say(f"log directories on {log_dir_size_mib} MiB tmpfs mounts ({len(spec.log_dir_mounts)}): "
-            f"`kafkasim fill BROKER` fills one")
+    _mount_log_dirs(spec, layout, log_dir_size_mib, say)
     started = time.monotonic()
     try:
         if zookeeper is None:
@@ -145,6 +133,21 @@ def up(data_dir: Path, brokers: int = 3, zookeeper: str | None = None, profile: 
     return spec
 
 
+def _mount_log_dirs(spec: ClusterSpec, layout: ClusterLayout, size_mib: int | None, say: Say) -> None:
+    if size_mib is None:
+        return
+    try:
+        for broker in spec.brokers:
+            log_dir = broker_log_dir(spec, broker.broker_id, layout)
+            mount = mount_log_dir(layout.data_dir, broker.broker_id, log_dir, size_mib)
+            spec.log_dir_mounts.append(mount.as_json())
+    finally:
+        if spec.log_dir_mounts:
+            layout.save(spec)  # even after a failed mount: `down` unmounts the ones made
+    say(f"log directories on {size_mib} MiB tmpfs mounts ({len(spec.log_dir_mounts)}): "
+        f"`kafkasim fill BROKER` fills one")
+
+
 def _validate(spec: ClusterSpec, layout: ClusterLayout) -> None:
     """Every broker's configuration, before anything starts."""
     for broker in spec.brokers:
@@ -156,10 +159,12 @@ def _validate(spec: ClusterSpec, layout: ClusterLayout) -> None:
 
 
 def _up_netns(layout: ClusterLayout, brokers: int, profile: str, overrides: dict[str, str] | None, base_port: int,
-              zookeeper_port: int, tick_time_ms: int, say: Say, subnet: str) -> ClusterSpec:
+              zookeeper_port: int, tick_time_ms: int, say: Say, subnet: str,
+              log_dir_size_mib: int | None) -> ClusterSpec:
     """Each broker and ZooKeeper in a namespace of their own, at the plan's addresses; every broker binds and
     advertises its namespace address, so clients on the host reach it over the bridge. Anything started is
-    stopped and the network removed again when start-up fails."""
+    stopped and the network removed again when start-up fails. Log-directory mounts are made on the host before
+    the brokers start, so a broker in its namespace and `kafkasim fill` on the host see the same tmpfs."""
     from cluster.net import topology
     from cluster.net.plan import ZOOKEEPER_PORT, PlanError, new_tag, plan_network
 
@@ -178,8 +183,13 @@ def _up_netns(layout: ClusterLayout, brokers: int, profile: str, overrides: dict
                        overrides=dict(overrides or {}), tick_time_ms=tick_time_ms, network=plan.as_dict())
     _validate(spec, layout)
     say(f"profile {profile}" + "".join(f"\n  {k}={v}" for k, v in PROFILES[profile].items()))
+    _mount_log_dirs(spec, layout, log_dir_size_mib, say)
     started = time.monotonic()
-    topology.build(plan)
+    try:
+        topology.build(plan)
+    except BaseException:
+        unmount_log_dirs(recorded_mounts(spec), lambda _: None)
+        raise
     say(f"network {plan.subnet} (tag {plan.tag}): namespaces {', '.join(plan.namespaces)}; the host is "
         f"{plan.host_address} on {plan.host_link}")
     try:
@@ -197,6 +207,7 @@ def _up_netns(layout: ClusterLayout, brokers: int, profile: str, overrides: dict
             stop_process(layout.broker_pid(broker_id), 5.0, signal.SIGKILL)
         stop_process(layout.zookeeper_pid(), 5.0, signal.SIGKILL)
         topology.remove(plan)
+        unmount_log_dirs(recorded_mounts(spec), lambda _: None)
         raise
     say(f"{brokers} brokers registered, controller is broker {controller} (epoch {epoch}), "
         f"ready in {time.monotonic() - started:.1f} s")

@@ -22,6 +22,7 @@ from cluster.chaos.workload import WorkloadSettings
 from cluster.processes import ClusterError
 
 DEFAULT_NEMESIS_LOOPBACK = "kill,pause,controller,bounce,zk-down"
+CAMPAIGN_ERRORS_IN_A_ROW = 3
 DEFAULT_NEMESIS_NETNS = "kill,pause,partition,zk-isolate,controller,bounce,zk-down"
 
 
@@ -180,15 +181,22 @@ def _campaign(args: argparse.Namespace, data_dir: Path, console: Console) -> int
     table = Table(title=f"chaos campaign: {args.runs} runs of {args.duration:.0f} s from seed {first}")
     for column in ("seed", "verdict", "faults", "acked", "ops/s", "lost", "duplicates", "other", "settled"):
         table.add_column(column, justify="left" if column == "verdict" else "right")
-    passed = 0
+    passed = errors_in_a_row = 0
     for seed in range(first, first + args.runs):
         try:
             run = run_chaos(_settings(args, seed), out / f"seed-{seed}", say=lambda _: None)
         except ClusterError as exc:
-            # one run that could not be carried out is a failed row, not the end of the campaign
+            # one run that could not be carried out is a failed row, not the end of the campaign; several in a row
+            # are a setting or a machine that no run will get past
             table.add_row(str(seed), Text("error", style="bold red"), *["-"] * 7)
             console.print(f"{seed} error: {exc}", markup=False, highlight=False)
+            errors_in_a_row += 1
+            if errors_in_a_row == CAMPAIGN_ERRORS_IN_A_ROW:
+                console.print(f"stopped after {errors_in_a_row} runs in a row that could not be carried out",
+                              markup=False, highlight=False)
+                break
             continue
+        errors_in_a_row = 0
         passed += run.result.valid
         counts = run.result.counts
         other = sum(n for name, n in counts.items() if name not in ("lost-write", "duplicate"))
