@@ -17,15 +17,15 @@ SUMMARY_FILE = "summary.txt"
 
 
 def run_analyze(run_dir: Path, out: Path | None = None, master: str | None = None,
-                history: list[Path] | None = None) -> tuple[str, list[Path]]:
+                history: list[Path] | None = None, include_internal: bool = False) -> tuple[str, list[Path]]:
     """Returns the summary and the files written (figures, summary, the tables as CSV)."""
     out = out or run_dir / "analysis"
     started = time.monotonic()
     spark = spark_session(master)
-    result = analyze_run(spark, run_dir, history)
+    result = analyze_run(spark, run_dir, history, include_internal)
     written = write_figures(result, out)
     for name in ("timeline", "failovers", "isr_counts", "out_of_isr", "under_replicated", "follower_lag_summary",
-                 "truncations"):
+                 "truncations", "shown_partitions", "faults"):
         path = out / f"{name}.csv"
         getattr(result, name).to_csv(path, index=False)
         written.append(path)

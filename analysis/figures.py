@@ -10,30 +10,41 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from matplotlib.figure import Figure
 
-from analysis.report import SHOWN_PARTITIONS, RunAnalysis
+from analysis.focus import LEADER_CHANGES
+from analysis.report import RunAnalysis
 
 PHASES = [("detection_ms", "process death → session expiry"), ("election_ms", "expiry → controller decision"),
           ("propagation_ms", "decision → LeaderAndIsr applied"), ("first_write_ms", "applied → first ack")]
-MAX_TIMELINE_PARTITIONS = SHOWN_PARTITIONS
 
 
 def _seconds(ts_ms: pd.Series, origin_ms: float) -> pd.Series:
     return (ts_ms - origin_ms) / 1000
 
 
+def _mark_faults(ax, faults: pd.DataFrame, origin: float, label: bool) -> None:
+    """Every injected fault as a dashed purple line; its name written once, on the top row."""
+    for fault in faults.itertuples():
+        x = (fault.ts_ms - origin) / 1000
+        ax.axvline(x, color="tab:purple", linestyle="--", alpha=0.6, linewidth=1)
+        if label:
+            ax.annotate(f"{fault.action} {fault.target.split(' (')[0]}", (x, 1.0), xycoords=("data", "axes fraction"),
+                        rotation=90, fontsize=6, color="tab:purple", va="top", ha="right")
+
+
 def timeline_figure(result: RunAnalysis) -> Figure:
-    """Per partition, left: one row per broker, a grey band while it is in the ISR and a blue one while it
-    leads, red lines at leader changes with the new epoch; right: each replica's LEO and the HW."""
+    """Per partition (those where something happened first; analysis/focus.py), left: one row per broker, a grey
+    band while it is in the ISR and a blue one while it leads, red lines at elections with the new epoch; right:
+    each replica's LEO and the HW, so a truncation shows as a step down. Injected faults are dashed purple lines."""
     timeline = result.timeline
-    keys = timeline[["topic", "partition"]].drop_duplicates().head(MAX_TIMELINE_PARTITIONS)
+    keys = result.shown_partitions
     rows = max(1, len(keys))
     fig, axes = plt.subplots(rows, 2, figsize=(14, 3.2 * rows), squeeze=False, sharex=True)
-    if timeline.empty:
+    if timeline.empty or keys.empty:
         axes[0][0].text(0.5, 0.5, "no partition state changes in the traces", ha="center")
         return fig
-    origin = timeline["ts_ms"].min()
+    origin = min(timeline["ts_ms"].min(), result.faults["ts_ms"].min() if len(result.faults) else float("inf"))
     offsets = result.replica_offsets
-    for row, (topic, partition) in enumerate(keys.itertuples(index=False)):
+    for row, (topic, partition, why) in enumerate(keys[["topic", "partition", "why"]].itertuples(index=False)):
         states = timeline[(timeline.topic == topic) & (timeline.partition == partition)].sort_values("zk_version")
         ax = axes[row][0]
         starts = list(_seconds(states.ts_ms, origin))
@@ -44,15 +55,16 @@ def timeline_figure(result: RunAnalysis) -> Figure:
                 ax.broken_barh([(start, end - start)], (member - 0.3, 0.6), color="lightgrey")
             if state.leader >= 0:
                 ax.broken_barh([(start, end - start)], (state.leader - 0.15, 0.3), color="tab:blue")
-        changes = states[states.change.isin(["offline", "unclean", "controlled_shutdown"])]
+        changes = states[states.change.isin(LEADER_CHANGES)]
         for change in changes.itertuples():
             x = (change.ts_ms - origin) / 1000
             ax.axvline(x, color="tab:red", alpha=0.7)
             ax.annotate(f"epoch {change.leader_epoch}\n{change.change}", (x, change.leader + 0.3), fontsize=7,
                         xytext=(3, 0), textcoords="offset points", color="tab:red")
+        _mark_faults(ax, result.faults, origin, label=row == 0)
         ax.set_yticks(brokers, [f"broker {b}" for b in brokers])
         ax.set_ylim(min(brokers, default=0) - 0.7, max(brokers, default=0) + 0.9)
-        ax.set_title(f"{topic}-{partition}: leader (blue) and ISR (grey)")
+        ax.set_title(f"{topic}-{partition} ({why}): leader (blue) and ISR (grey)", fontsize=9)
         ax.set_xlabel("seconds")
         ax = axes[row][1]
         mine = offsets[(offsets.topic == topic) & (offsets.partition == partition)]
@@ -67,11 +79,14 @@ def timeline_figure(result: RunAnalysis) -> Figure:
                     linestyle=":", label="HW (the leader's)")
         for change in changes.itertuples():
             ax.axvline((change.ts_ms - origin) / 1000, color="tab:red", alpha=0.6)
-        ax.set_title(f"{topic}-{partition}: log end offsets and high watermark")
+        _mark_faults(ax, result.faults, origin, label=False)
+        ax.set_title(f"{topic}-{partition}: log end offsets and high watermark", fontsize=9)
         ax.set_xlabel("seconds")
         ax.set_ylabel("offset")
-        if not mine.empty:
+        if not own.empty:
             ax.legend(fontsize=6, loc="upper left")
+        else:
+            ax.text(0.5, 0.5, "no LEO or HW traced for this partition", ha="center", transform=ax.transAxes)
     fig.tight_layout()
     return fig
 
@@ -98,7 +113,7 @@ def lag_figure(result: RunAnalysis) -> Figure:
 
 def failover_figure(result: RunAnalysis) -> Figure:
     failovers = result.failovers
-    fig, ax = plt.subplots(figsize=(12, 1.2 + 0.6 * max(1, len(failovers))))
+    fig, ax = plt.subplots(figsize=(12, 2.2 + 0.6 * max(1, len(failovers))))
     if failovers.empty:
         ax.text(0.5, 0.5, "no leader changes", ha="center")
         return fig
@@ -112,7 +127,8 @@ def failover_figure(result: RunAnalysis) -> Figure:
     ax.set_xlabel("seconds since the old leader died")
     ax.set_title("failover phases per leader change")
     ax.invert_yaxis()
-    ax.legend(fontsize=7, loc="lower right")
+    # below the axes, never over the bars
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.35 if len(failovers) < 3 else -0.12), ncol=4)
     fig.tight_layout()
     return fig
 

@@ -20,7 +20,7 @@ COLUMNS = ["schema_version", "event", "ts_ms", "broker_id", "topic", "partition"
            "leader_epoch", "isr", "election", "previous_leader", "replicas", "new_isr", "kind", "reason", "lags",
            "role", "log_end_offset", "high_watermark", "replica", "leader_log_end_offset", "in_isr", "coalesced",
            "lag_ms", "action", "expired_broker", "error", "rule", "from_offset", "to_offset", "bytes_dropped",
-           "dropped_total"]
+           "dropped_total", "target"]
 LONG_ARRAY = "array<bigint>"
 # FaultInjected actions that do not take a broker away
 NOT_A_DEATH = ("start", "sigcont", "cont", "resume", "connect", "disk-free")
@@ -242,6 +242,16 @@ def failover_breakdown(events: DataFrame, timeline: DataFrame) -> DataFrame:
 
 
 # --- truncations and lost writes --------------------------------------------------------------------------
+
+def records_written(events: DataFrame) -> DataFrame:
+    """Per partition, the highest log end offset any replica traced: how much was written to it."""
+    return of(events, "high_watermark_updated").groupBy(*TP).agg(F.max("log_end_offset").alias("records"))
+
+
+def injected_faults(events: DataFrame) -> DataFrame:
+    """Every fault the tools injected (kill, pause, cut, fill, ...) and what undid it, for marking on time axes."""
+    return of(events, "fault_injected").select("ts_ms", "action", "target", "broker_id").orderBy("ts_ms")
+
 
 def truncations(events: DataFrame) -> DataFrame:
     return of(events, "follower_truncated").select(

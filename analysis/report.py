@@ -12,11 +12,12 @@ import pandas as pd
 from pyspark.sql import SparkSession
 
 from analysis import jobs
+from analysis.focus import focus_partitions
 from analysis.load import check_schema_versions, load_events, load_final_logs, load_history
 
 # the leader-side samples kept for the lag histograms (the summary covers all of them)
 LAG_SAMPLE_ROWS = 100_000
-# the partitions whose LEO/HW lines are kept for the timeline figure, and at most this many points
+# the partitions the timeline figure draws (with their LEO/HW lines), and at most this many points
 SHOWN_PARTITIONS = 6
 OFFSET_SAMPLE_ROWS = 100_000
 
@@ -42,9 +43,15 @@ class RunAnalysis:
     acknowledged_writes: int = 0
     end_ms: float = 0.0       # the last event of the run
     notes: list[str] = field(default_factory=list)
+    # the partitions the figures draw, busiest first, with why (analysis/focus.py)
+    shown_partitions: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=["topic", "partition", "why"]))
+    faults: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=["ts_ms", "action", "target",
+                                                                              "broker_id"]))
 
 
-def analyze_run(spark: SparkSession, run_dir: Path, history: list[Path] | None = None) -> RunAnalysis:
+def analyze_run(spark: SparkSession, run_dir: Path, history: list[Path] | None = None,
+                include_internal: bool = False) -> RunAnalysis:
+    """``include_internal``: internal topics (``__consumer_offsets``) may lead the figures too."""
     events = load_events(spark, run_dir).select(*jobs.COLUMNS).cache()
     check_schema_versions(events)
     end_ms = jobs.end_of_trace_ms(events)
@@ -53,9 +60,24 @@ def analyze_run(spark: SparkSession, run_dir: Path, history: list[Path] | None =
     isr_counts, out_of_isr = jobs.isr_churn(timeline, end_ms)
     truncated = jobs.truncations(events)
     timeline_rows = timeline.orderBy(*jobs.TP, "zk_version").drop("lags").toPandas()
-    shown = timeline_rows[["topic", "partition"]].drop_duplicates().head(SHOWN_PARTITIONS)
+    truncation_rows = truncated.toPandas()
+    notes: list[str] = []
+    missing, acknowledged = None, 0
+    history_df = load_history(spark, run_dir, history)
+    final_logs = load_final_logs(spark, run_dir)
+    if history_df is None:
+        notes.append("no workload history (*history.jsonl): lost acknowledged writes were not checked")
+    elif final_logs is None:
+        notes.append("no final logs (final-logs/): run `kafkasim traces collect` to check lost writes")
+    else:
+        acknowledged = history_df.count()
+        missing = jobs.missing_writes(history_df, final_logs, timeline).toPandas()
+    # the figures lead with the partitions where something happened (analysis/focus.py)
+    shown = focus_partitions(timeline_rows, truncation_rows, missing, jobs.records_written(events).toPandas(),
+                             include_internal, SHOWN_PARTITIONS)
     offsets = jobs.replica_offsets(events)
-    offsets = (offsets.join(spark.createDataFrame(shown, "topic string, partition long"), jobs.TP, "left_semi")
+    offsets = (offsets.join(spark.createDataFrame(shown[jobs.TP], "topic string, partition long"), jobs.TP,
+                            "left_semi")
                if len(shown) else offsets.limit(0))
     event_counts = events.groupBy("event").count().orderBy("event").toPandas()
     result = RunAnalysis(
@@ -72,20 +94,16 @@ def analyze_run(spark: SparkSession, run_dir: Path, history: list[Path] | None =
         out_of_isr=out_of_isr.orderBy("left_ms").toPandas(),
         under_replicated=jobs.under_replicated_time(timeline, end_ms).toPandas(),
         failovers=jobs.failover_breakdown(events, timeline).toPandas(),
-        truncations=truncated.toPandas(),
+        truncations=truncation_rows,
         truncation_totals=jobs.truncation_totals(truncated).toPandas(),
         dropped=jobs.dropped_events(events).toPandas(),
+        missing_writes=missing,
+        acknowledged_writes=acknowledged,
         end_ms=end_ms,
+        notes=notes,
+        shown_partitions=shown,
+        faults=jobs.injected_faults(events).toPandas(),
     )
-    history_df = load_history(spark, run_dir, history)
-    final_logs = load_final_logs(spark, run_dir)
-    if history_df is None:
-        result.notes.append("no workload history (*history.jsonl): lost acknowledged writes were not checked")
-    elif final_logs is None:
-        result.notes.append("no final logs (final-logs/): run `kafkasim traces collect` to check lost writes")
-    else:
-        result.acknowledged_writes = history_df.count()
-        result.missing_writes = jobs.missing_writes(history_df, final_logs, timeline).toPandas()
     if not result.version_gaps.empty:
         result.notes.append(f"{len(result.version_gaps)} partition state writes are missing from the traces")
     events.unpersist()

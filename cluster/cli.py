@@ -170,6 +170,9 @@ def _parser() -> argparse.ArgumentParser:
                          help="Spark master URL (default: $KAFKASIM_SPARK_MASTER or local[2])")
     analyze.add_argument("--history", type=Path, action="append", default=None,
                          help="a workload history (*history.jsonl) not in the run folder; repeatable")
+    analyze.add_argument("--include-internal", action="store_true",
+                         help="let internal topics (__consumer_offsets) lead the figures too; by default the "
+                              "figures show the partitions of your topics where something happened")
 
     from cluster.chaos.command import add_parser as add_chaos_parser
 
@@ -352,7 +355,8 @@ def _analyze(args: argparse.Namespace, _data_dir: Path) -> int:
         raise ClusterError(f"{args.run_dir} is not a folder; run `kafkasim traces collect --out DIR` first")
     try:
         with _working(f"analysing {args.run_dir} with PySpark"):
-            summary, written = run_analyze(args.run_dir.resolve(), args.out, args.master, args.history)
+            summary, written = run_analyze(args.run_dir.resolve(), args.out, args.master, args.history,
+                                           args.include_internal)
     except RunDirectoryError as exc:
         raise ClusterError(str(exc)) from None
     print(summary, end="")

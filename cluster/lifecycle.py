@@ -228,9 +228,10 @@ def start_broker(data_dir: Path, broker_id: int, wait: bool = True, say: Say = p
     return pid
 
 
-def down(data_dir: Path, say: Say = print, timeout_s: float = 60.0) -> None:
+def down(data_dir: Path, say: Say = print, timeout_s: float = 60.0, unmount: bool = True) -> None:
     """Stops the brokers one at a time, the controller last (each does a controlled shutdown, so
-    leadership moves once per broker instead of bouncing around), then ZooKeeper."""
+    leadership moves once per broker instead of bouncing around), then ZooKeeper. ``unmount=False`` keeps the
+    tmpfs log directories (and the records in them) for the caller to read and then unmount."""
     layout = ClusterLayout(data_dir)
     spec = layout.load()
     if spec.network is not None:
@@ -258,7 +259,8 @@ def down(data_dir: Path, say: Say = print, timeout_s: float = 60.0) -> None:
 
         for removed in topology.remove(topology.plan_from_spec(spec.network)):
             say(f"removed {removed}")
-    unmount_log_dirs(recorded_mounts(spec), say)
+    if unmount:
+        unmount_log_dirs(recorded_mounts(spec), say)
 
 
 async def _broker_epochs(zk_connect: str) -> dict[int, int]:

@@ -35,6 +35,7 @@ from cluster.chaos.nemesis import Nemesis, NemesisError, unsupported_kinds
 from cluster.chaos.schedule import NemesisStep, ScheduleSettings, nemesis_schedule
 from cluster.chaos.workload import Workload, WorkloadSettings
 from cluster.final_logs import broker_records
+from cluster.disk import recorded_mounts, unmount_log_dirs
 from cluster.lifecycle import down, up
 from cluster.processes import ClusterError, ClusterLayout
 from traces.history import FINAL_LOGS_DIR
@@ -133,11 +134,15 @@ def run_chaos(settings: ChaosSettings, out: Path, say: Callable[[str], None] = p
                 + (f"{settled_s:.1f} s after the heal" if settled_s is not None else "NOT within the settle time"))
         leaders = _leaders(spec.zookeeper, settings.workload.topics)
     finally:
-        down(data_dir, say=lambda _: None, timeout_s=30)
-    stored = [record for broker in spec.brokers
-              for record in broker_records(broker.broker_id,
-                                           [ClusterLayout(data_dir).broker_dir(broker.broker_id) / "logs"])
-              if record.topic in settings.workload.topics]
+        # tmpfs log directories stay mounted until their records are read: unmounted, they are gone
+        down(data_dir, say=lambda _: None, timeout_s=30, unmount=False)
+    try:
+        stored = [record for broker in spec.brokers
+                  for record in broker_records(broker.broker_id,
+                                               [ClusterLayout(data_dir).broker_dir(broker.broker_id) / "logs"])
+                  if record.topic in settings.workload.topics]
+    finally:
+        unmount_log_dirs(recorded_mounts(spec), lambda _: None)
     # the same records as `traces collect` dumps them, so `kafkasim analyze` finds the missing writes here too
     (out / FINAL_LOGS_DIR).mkdir(exist_ok=True)
     for broker in spec.brokers:

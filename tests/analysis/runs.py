@@ -118,7 +118,10 @@ class FailoverRun:
 
 def failover_run(cluster: RunningCluster, out: Path, topic: str = "orders") -> FailoverRun:
     """3 brokers, one partition on all three; produce, SIGKILL the leader, produce to the new one, restart
-    the old leader and let it rejoin the ISR, produce again."""
+    the old leader and let it rejoin the ISR, produce again. Beside it, quiet partitions of an internal topic and
+    of a topic named to sort first, as a real cluster has them: the figures must still lead with ``topic``."""
+    make_topic(cluster, "__consumer_offsets", [1, 2, 3], partitions=3)
+    make_topic(cluster, "a-quiet", [1, 2, 3], partitions=3)
     make_topic(cluster, topic, [1, 2, 3])
     watcher = StateWatcher(cluster.zk_connect, topic)
     producer = Producer(cluster, topic)

@@ -120,6 +120,8 @@ def test_safe_configuration_survives_network_partitions_zookeeper_isolation_and_
     assert run.heal_to_settled_s is not None
     faults = (tmp_path / "run" / "cluster" / "tools-trace.jsonl").read_text()
     assert '"action":"disk-full"' in faults and '"action":"disk-free"' in faults
+    # every replica was read back from its tmpfs before the unmount took the records away
+    assert run.result.summary.partitions_with_final_reads == 6
     assert not [line for line in Path("/proc/mounts").read_text().splitlines() if str(tmp_path) in line]
 
 
@@ -178,3 +180,5 @@ def test_safe_configuration_survives_a_full_disk_in_a_seeded_run(tmp_path):
     assert run.result.summary.acknowledged > 1000
     faults = (tmp_path / "run" / "cluster" / "tools-trace.jsonl").read_text()
     assert '"action":"disk-full"' in faults and '"action":"disk-free"' in faults
+    # every replica was read back from its tmpfs before the unmount took the records away
+    assert run.result.summary.partitions_with_final_reads == 6
