@@ -7,11 +7,10 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from broker.metrics import catalogue
-from broker.metrics.collector import BrokerCollector, families
+from broker.metrics.collector import BrokerExposition, families, label_value, render
 from broker.metrics.names import PERCENTILES, Kind, exporter_name, quantile_label, request_label
 from broker.metrics.reservoir import SlidingReservoir, quantiles
 from broker.metrics.snapshot import BrokerSnapshot, PartitionSample, RequestTimes
@@ -90,9 +89,7 @@ def hand_made() -> BrokerSnapshot:
 
 
 def scrape(snapshot: BrokerSnapshot) -> dict[tuple[str, frozenset], float]:
-    registry = CollectorRegistry()
-    registry.register(BrokerCollector(lambda: snapshot))
-    text = generate_latest(registry).decode()
+    text = BrokerExposition(lambda: snapshot).text()  # prometheus_client's parser reads it
     return {(s.name, frozenset(s.labels.items())): s.value
             for family in text_string_to_metric_families(text) for s in family.samples}
 
@@ -150,8 +147,12 @@ def test_every_reported_name_is_in_the_catalogue_and_documented():
     documented = set(re.findall(r"`((?:kafka|kafkasim)_[a-z_0-9]+)`", DOCS.read_text()))
     names = {definition.name for definition in catalogue.ALL}
     assert names <= documented, f"not in docs/metrics.md: {sorted(names - documented)}"
-    reported = {family.name for family in families(hand_made())}
-    reported = {name + "_total" if name + "_total" in names else name for name in reported}
-    assert reported == names
+    assert {family.definition.name for family in families(hand_made())} == names
     counters = Counter(definition.name for definition in catalogue.ALL)
     assert max(counters.values()) == 1
+
+
+def test_label_values_are_escaped_as_the_exposition_format_says():
+    assert label_value('a"b\\c\nd') == 'a\\"b\\\\c\\nd'
+    text = render(families(hand_made()))
+    assert all(line.startswith(("# HELP ", "# TYPE ", "kafka_", "kafkasim_")) for line in text.splitlines())
