@@ -373,8 +373,14 @@ def _groups(args: argparse.Namespace, data_dir: Path) -> int:
 
 def _status(args: argparse.Namespace, data_dir: Path) -> int:
     from cluster import commands
+    from cluster.processes import metrics_url
 
-    return asyncio.run(commands.status(ClusterLayout(data_dir).load().zookeeper, args.json))
+    spec = ClusterLayout(data_dir).load()
+    code = asyncio.run(commands.status(spec.zookeeper, args.json))
+    urls = [f"  broker {b.broker_id}: {url}" for b in spec.brokers if (url := metrics_url(b))]
+    if urls and not args.json:
+        print("Prometheus metrics:\n" + "\n".join(urls))
+    return code
 
 
 def _topic(args: argparse.Namespace, data_dir: Path) -> int:
