@@ -243,7 +243,7 @@ class KafkaServer:
             broker_id=self.broker_id, replica_manager=self.replica_manager, replica_io=self.replica_io,
             min_insync_replicas=lambda partition: partition.log.config.min_insync_replicas,
             isr_stats=self.isr_manager.stats, socket_server=self.socket_server, metadata_cache=self.metadata_cache,
-            controller=self.controller,
+            controller=self.controller, fetchers=self.fetcher_manager,
             purgatories=[self.replica_io.produce_purgatory, self.replica_io.fetch_purgatory,
                          self.group_manager.coordinator.heartbeat_purgatory,
                          self.group_manager.coordinator.join_purgatory])

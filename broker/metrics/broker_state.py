@@ -11,6 +11,7 @@ from broker.metrics.snapshot import BrokerSnapshot, PartitionSample, RequestTime
 from broker.metrics.topic_stats import IsrStats
 from broker.purgatory.purgatory import DelayedOperationPurgatory
 from broker.replication.partition import Partition
+from broker.replication.replica_fetcher import ReplicaFetcherManager
 from broker.replication.replica_manager import ReplicaIO, ReplicaManager
 from controller.controller import KafkaController
 
@@ -33,7 +34,7 @@ def sample_partition(partition: Partition, min_insync_replicas: int) -> Partitio
 def snapshot_broker(*, broker_id: int, replica_manager: ReplicaManager, replica_io: ReplicaIO,
                     min_insync_replicas: Callable[[Partition], int], isr_stats: IsrStats,
                     socket_server: SocketServer, metadata_cache: MetadataCache,
-                    controller: KafkaController | None,
+                    controller: KafkaController | None, fetchers: ReplicaFetcherManager,
                     purgatories: Iterable[DelayedOperationPurgatory]) -> BrokerSnapshot:
     partitions = [sample_partition(p, min_insync_replicas(p)) for p in list(replica_io.hosted.values())]
     active = controller is not None and controller.is_active
@@ -53,5 +54,7 @@ def snapshot_broker(*, broker_id: int, replica_manager: ReplicaManager, replica_
         requests=dict(metrics.requests_by_version), errors=dict(metrics.errors_by_code),
         request_times={key: RequestTimes(r.count, r.values()) for key, r in list(metrics.times.items())},
         request_queue_size=socket_server.request_queue_size,
+        replica_fetcher_max_lag=max((state.lag for fetcher in list(fetchers.fetchers.values())
+                                     for state in list(fetcher.partitions.values())), default=0),
         purgatory_size={p.name: p.watched for p in purgatories},
         purgatory_delayed={p.name: p.num_delayed for p in purgatories})

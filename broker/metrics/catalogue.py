@@ -95,6 +95,9 @@ REQUEST_QUEUE_SIZE = kafka("kafka.network", "RequestChannel", "RequestQueueSize"
                            "Requests waiting for a handler")
 PURGATORY_SIZE = kafka("kafka.server", "DelayedOperationPurgatory", "PurgatorySize", G, ("delayedOperation",),
                        "Entries in the purgatory's watcher lists (completed ones not yet purged included)")
+MAX_LAG = kafka("kafka.server", "ReplicaFetcherManager", "MaxLag", G, ("clientId",),
+                "The largest lag of the partitions this broker follows: the leader's high watermark minus its "
+                "log end offset after the last fetch, in offsets")
 NUM_DELAYED = kafka("kafka.server", "DelayedOperationPurgatory", "NumDelayedOperations", G, ("delayedOperation",),
                     "Operations waiting in the purgatory")
 
@@ -129,7 +132,7 @@ ALL: list[MetricDef] = [
     ISR_SHRINKS, ISR_EXPANDS, FAILED_ISR_UPDATES,
     ACTIVE_CONTROLLER, OFFLINE_PARTITIONS, GLOBAL_TOPICS, GLOBAL_PARTITIONS,
     BYTES_IN, MESSAGES_IN, BYTES_OUT, TOTAL_PRODUCE, FAILED_PRODUCE, TOTAL_FETCH, FAILED_FETCH, REPLICATION_BYTES_OUT,
-    REQUESTS, ERRORS, *REQUEST_TIMES.values(), REQUEST_QUEUE_SIZE, PURGATORY_SIZE, NUM_DELAYED,
+    REQUESTS, ERRORS, *REQUEST_TIMES.values(), REQUEST_QUEUE_SIZE, PURGATORY_SIZE, NUM_DELAYED, MAX_LAG,
     LOG_END_OFFSET, LOG_START_OFFSET, LOG_SIZE, LOG_SEGMENTS,
     PARTITION_UNDER_REPLICATED, PARTITION_ISR_COUNT, PARTITION_REPLICAS_COUNT, PARTITION_UNDER_MIN_ISR,
     PARTITION_AT_MIN_ISR,

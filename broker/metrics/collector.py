@@ -150,6 +150,8 @@ def families(snapshot: BrokerSnapshot, cache: QuantileCache | None = None) -> li
                                   for name, n in sorted(s.purgatory_size.items())]),
         Family(c.NUM_DELAYED, [(c.NUM_DELAYED.name, labels_of(delayedOperation=name), n)
                                for name, n in sorted(s.purgatory_delayed.items())]),
+        # Kafka's replica fetcher manager is registered with clientId "Replica"
+        Family(c.MAX_LAG, [(c.MAX_LAG.name, labels_of(clientId="Replica"), s.replica_fetcher_max_lag)]),
     ]
     labels = [labels_of(topic=p.topic, partition=str(p.partition)) for p in parts]
 

@@ -63,6 +63,7 @@ class BrokerSnapshot:
     errors: dict[tuple[str, str], int] = field(default_factory=dict)            # (API, error) -> count
     request_times: dict[tuple[str, str], RequestTimes] = field(default_factory=dict)  # (metric, API)
     request_queue_size: int = 0
+    replica_fetcher_max_lag: int = 0    # over the partitions this broker follows
     purgatory_size: dict[str, int] = field(default_factory=dict)                # delayed operation -> watched
     purgatory_delayed: dict[str, int] = field(default_factory=dict)             # delayed operation -> pending
 

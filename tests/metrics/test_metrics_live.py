@@ -76,7 +76,12 @@ def test_bytes_in_grow_by_exactly_the_record_batches_the_leader_appended(cluster
     assert value(after, "kafka_log_log_logendoffset", topic="bytes", partition="0") == 200
     for follower in (b for b in (1, 2, 3) if b != leader):
         # followers replicate the batches but did not receive them from producers
-        assert value(scrape(cluster, follower), "kafka_server_brokertopicmetrics_bytesin_total", topic="bytes") == 0
+        samples = scrape(cluster, follower)
+        assert value(samples, "kafka_server_brokertopicmetrics_bytesin_total", topic="bytes") == 0
+        assert value(samples, "kafka_log_log_logendoffset", topic="bytes", partition="0") == 200  # acks=all
+        assert ("kafka_server_replicafetchermanager_maxlag", frozenset({("clientId", "Replica")})) in samples
+    assert value(after, "kafkasim_partition_follower_lag", topic="bytes", partition="0",
+                 replica=str(next(b for b in (1, 2, 3) if b != leader))) == 0
     produces = sum(n for (name, labels), n in after.items()
                    if name == "kafka_network_requestmetrics_requests_total" and ("request", "Produce") in labels)
     assert produces >= 1

@@ -85,7 +85,8 @@ def hand_made() -> BrokerSnapshot:
         isr=IsrStats(shrinks=4, expands=3), topics=topics,
         requests={("PRODUCE", 7): 5}, errors={("PRODUCE", "NONE"): 4, ("PRODUCE", "NOT_LEADER_OR_FOLLOWER"): 1},
         request_times={("TotalTimeMs", "PRODUCE"): RequestTimes(100, times)},
-        purgatory_size={"Produce": 1, "Fetch": 3}, purgatory_delayed={"Produce": 1, "Fetch": 2})
+        purgatory_size={"Produce": 1, "Fetch": 3}, purgatory_delayed={"Produce": 1, "Fetch": 2},
+        replica_fetcher_max_lag=5)
 
 
 def scrape(snapshot: BrokerSnapshot) -> dict[tuple[str, frozenset], float]:
@@ -127,6 +128,7 @@ def test_request_metrics_carry_kafkas_labels_and_quantiles():
     assert not any(name.endswith("_sum") for name, _ in samples)  # the exporter has no _sum for Yammer histograms
     assert samples[("kafka_server_delayedoperationpurgatory_purgatorysize",
                     frozenset({("delayedOperation", "Fetch")}))] == 3
+    assert samples[("kafka_server_replicafetchermanager_maxlag", frozenset({("clientId", "Replica")}))] == 5
 
 
 def test_partition_gauges_and_follower_lag_come_from_the_leader():
