@@ -12,10 +12,12 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 
 import broker.__main__ as broker_entry
+from broker.config import PROFILES
 
 from cluster.bench import command as bench_command
 from cluster.net.system import NotRootError
-from cluster.processes import ClusterError, ClusterLayout, default_data_dir
+from cluster.partition_health import REPORTS
+from cluster.processes import ClusterError, ClusterLayout, ClusterSpec, default_data_dir
 
 SIGNALS = {"KILL": signal.SIGKILL, "TERM": signal.SIGTERM, "STOP": signal.SIGSTOP, "CONT": signal.SIGCONT}
 
@@ -92,6 +94,10 @@ def _parser() -> argparse.ArgumentParser:
 
     status = sub.add_parser("status", help="controller, brokers and every partition, read from ZooKeeper")
     status.add_argument("--json", action="store_true")
+    status.add_argument("--watch", action="store_true",
+                        help="redraw the tables in place as the cluster changes (Ctrl-C to stop)")
+    status.add_argument("--interval", type=float, default=0.5, metavar="S",
+                        help="with --watch: seconds between reads of ZooKeeper (default 0.5)")
 
     topic = sub.add_parser("topic", help="create, describe or delete topics")
     topic_sub = topic.add_subparsers(dest="topic_command", required=True)
@@ -103,6 +109,14 @@ def _parser() -> argparse.ArgumentParser:
     describe = topic_sub.add_parser("describe")
     describe.add_argument("name", nargs="?")
     describe.add_argument("--json", action="store_true")
+    reports = describe.add_mutually_exclusive_group()
+    for report, what in zip(REPORTS, ("fewer in-sync replicas than assigned ones",
+                                      "no leader, or a leader that is not a live broker",
+                                      "fewer in-sync replicas than min.insync.replicas, or no leader",
+                                      "exactly min.insync.replicas in sync: one more loss stops acks=all"),
+                            strict=True):
+        reports.add_argument(f"--{report}", dest="report", action="store_const", const=report,
+                             help=f"only partitions with {what}")
     delete = topic_sub.add_parser("delete")
     delete.add_argument("name")
 
@@ -376,11 +390,30 @@ def _status(args: argparse.Namespace, data_dir: Path) -> int:
     from cluster.processes import metrics_url
 
     spec = ClusterLayout(data_dir).load()
-    code = asyncio.run(commands.status(spec.zookeeper, args.json))
-    urls = [f"  broker {b.broker_id}: {url}" for b in spec.brokers if (url := metrics_url(b))]
-    if urls and not args.json:
-        print("Prometheus metrics:\n" + "\n".join(urls))
-    return code
+    if not args.watch:
+        code = asyncio.run(commands.status(spec.zookeeper, args.json))
+        urls = [f"  broker {b.broker_id}: {url}" for b in spec.brokers if (url := metrics_url(b))]
+        if urls and not args.json:
+            print("Prometheus metrics:\n" + "\n".join(urls))
+        return code
+    if args.json:
+        raise ClusterError("--watch redraws tables; --json prints one state: choose one")
+    if args.interval <= 0:
+        raise ClusterError("--interval must be more than 0 seconds")
+    from rich.console import Console
+
+    from cluster.status_watch import watch
+
+    try:
+        asyncio.run(watch(spec.zookeeper, [b.broker_id for b in spec.brokers], _broker_min_isr(spec),
+                          args.interval, Console()))
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+def _broker_min_isr(spec: ClusterSpec) -> str | None:
+    return spec.overrides.get("min.insync.replicas", PROFILES[spec.profile].get("min.insync.replicas"))
 
 
 def _topic(args: argparse.Namespace, data_dir: Path) -> int:
@@ -391,7 +424,8 @@ def _topic(args: argparse.Namespace, data_dir: Path) -> int:
         return asyncio.run(commands.topic_create(zookeeper, args.name, args.partitions, args.replication_factor,
                                                  _key_values(args.config, "--config")))
     if args.topic_command == "describe":
-        return asyncio.run(commands.topic_describe(zookeeper, args.name, args.json))
+        return asyncio.run(commands.topic_describe(zookeeper, args.name, args.json, args.report,
+                                                   _broker_min_isr(ClusterLayout(data_dir).load())))
     return asyncio.run(commands.topic_delete(zookeeper, args.name))
 
 

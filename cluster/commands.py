@@ -16,6 +16,7 @@ from zk.admin import AdminError, create_topic, delete_topic
 from zk.assignment import InvalidPartitionsError, InvalidReplicationFactorError, InvalidTopicError
 from traces.faults import TOOLS_TRACE_FILE, record_fault
 from zk.client import ZkClient, ZkUnavailableError, connected
+from zk.znodes import TopicConfigZNode
 
 
 @contextlib.asynccontextmanager
@@ -93,11 +94,24 @@ async def topic_create(zk_connect: str, name: str, partitions: int, replication_
     return 0
 
 
-async def topic_describe(zk_connect: str, name: str | None, as_json: bool) -> int:
+async def topic_describe(zk_connect: str, name: str | None, as_json: bool, report: str | None = None,
+                         broker_min_isr: str | None = None) -> int:
+    """``report``: only the partitions one of kafka-topics' report filters names (cluster/partition_health.py);
+    ``broker_min_isr`` is the brokers' min.insync.replicas, for topics that do not set their own."""
     async with _zk(zk_connect) as zk:
         if name is not None and await zk.exists(f"/brokers/topics/{name}") is None:
             raise ClusterError(f"topic {name!r} does not exist")
-        print_state(await read_cluster_state(zk, [name] if name else None), as_json, brokers=False)
+        state = await read_cluster_state(zk, [name] if name else None)
+        if report is not None:
+            from cluster.partition_health import effective_min_isr, select
+
+            min_isr_of = {}
+            for topic in {p.topic for p in state.partitions}:
+                data, _ = await zk.get_or_none(TopicConfigZNode.path(topic))
+                config = TopicConfigZNode.decode(topic, data) if data is not None else {}
+                min_isr_of[topic] = effective_min_isr(config, broker_min_isr)
+            state.partitions = select(state.partitions, report, [b.broker_id for b in state.brokers], min_isr_of)
+        print_state(state, as_json, brokers=False)
     return 0
 
 

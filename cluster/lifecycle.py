@@ -305,9 +305,10 @@ def start_zookeeper(data_dir: Path, say: Say = print) -> None:
     spec = layout.load()
     if spec.external_zookeeper:
         raise ClusterError(f"this cluster uses an external ZooKeeper ({spec.zookeeper}); start it yourself")
-    port = int(spec.zookeeper.rsplit(":", 1)[1].split("/", 1)[0])
+    address, port = spec.zookeeper.split("/", 1)[0].rsplit(":", 1)
     try:
-        server = spawn_zookeeper(layout, port, spec.tick_time_ms)
+        # a --netns cluster's ZooKeeper comes back in its own namespace at its own address, where the brokers look
+        server = spawn_zookeeper(layout, int(port), spec.tick_time_ms, host=address, namespace=spec.namespace(None))
     except ZooKeeperSetupError as exc:
         raise ClusterError(f"ZooKeeper cannot come back on {spec.zookeeper}, where every broker looks for it: "
                            f"{exc}") from None

@@ -88,7 +88,10 @@ def heal(data_dir: Path, say: Say = print) -> list[str]:
 
 def heal_plan(plan: NetworkPlan) -> list[str]:
     healed = []
+    present = set(system.namespaces())
     for name, namespace in plan.member_namespaces.items():
+        if namespace not in present:
+            continue  # removed already (a `down` or `net clean` that was interrupted): nothing in it to heal
         if system.nft_delete_table(namespace, faults.TABLE):
             healed.append(f"{name} (cuts)")
         if system.netem_delete(namespace, INSIDE_LINK):

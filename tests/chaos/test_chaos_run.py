@@ -108,14 +108,19 @@ def test_the_same_faults_lose_nothing_with_the_safe_configuration(tmp_path):
 
 
 @pytest.mark.netns
-def test_safe_configuration_survives_network_partitions_and_zookeeper_isolation(tmp_path):
-    settings = ChaosSettings(seed=21, duration_s=45, nemesis=("partition", "zk-isolate"), schedule=SHORT, netns=True)
-    kinds = {s.kind for s in nemesis_schedule(21, 45, settings.nemesis, [1, 2, 3], SHORT)}
-    assert kinds == {"partition", "zk-isolate", "heal"}
+def test_safe_configuration_survives_network_partitions_zookeeper_isolation_and_a_full_disk(tmp_path):
+    # namespaced brokers on tmpfs log directories: the campaign's combination of every nemesis this kernel has
+    settings = ChaosSettings(seed=1, duration_s=45, nemesis=("partition", "zk-isolate", "disk-full"), schedule=SHORT,
+                             netns=True, log_dir_size_mib=64)
+    kinds = {s.kind for s in nemesis_schedule(1, 45, settings.nemesis, [1, 2, 3], SHORT)}
+    assert kinds == {"partition", "zk-isolate", "disk-full", "heal"}
     run = run_chaos(settings, tmp_path / "run", say=print)
     assert run.result.verdict == "valid", run.result.anomalies
     assert run.result.summary.acknowledged > 1000
     assert run.heal_to_settled_s is not None
+    faults = (tmp_path / "run" / "cluster" / "tools-trace.jsonl").read_text()
+    assert '"action":"disk-full"' in faults and '"action":"disk-free"' in faults
+    assert not [line for line in Path("/proc/mounts").read_text().splitlines() if str(tmp_path) in line]
 
 
 @pytest.mark.spark

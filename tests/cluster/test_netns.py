@@ -24,7 +24,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from cluster.lifecycle import down, up
+from cluster.lifecycle import down, start_zookeeper, stop_zookeeper, up
 from cluster.net import actions, system, topology
 from cluster.net.plan import NetworkPlan, overlapping, plan_network
 from cluster.processes import ClusterLayout, PidFile
@@ -228,6 +228,18 @@ def test_a_slow_broker_gets_netem_on_its_veth_or_a_clear_refusal_where_the_kerne
                                                                                            say=lambda _: None))
     actions.heal(cluster.data_dir, say=lambda _: None)
     assert actions.status(cluster.data_dir, say=lambda _: None) == []
+
+
+def test_zookeeper_stopped_and_started_again_comes_back_in_its_namespace_where_the_brokers_find_it(netns_cluster):
+    cluster = netns_cluster
+    plan = plan_of(cluster)
+    stop_zookeeper(cluster.data_dir, say=lambda _: None)
+    start_zookeeper(cluster.data_dir, say=lambda _: None)
+    pid = cluster.layout.zookeeper_pid().read()
+    assert pid is not None and pid in system.namespace_pids(plan.zookeeper_namespace)
+    # every broker reconnects (or registers again) and a controller is elected: the cluster is whole again
+    wait_until(lambda: len((state := cluster.state(topics=[])).brokers) == 3 and state.controller_id > 0, 60,
+               "all three brokers registered with a controller after ZooKeeper came back")
 
 
 def test_down_removes_every_namespace_link_and_table_of_the_cluster(netns_cluster):
