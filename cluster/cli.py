@@ -71,8 +71,8 @@ def _parser() -> argparse.ArgumentParser:
     up.add_argument("--zookeeper-port", type=int, default=0, help="port of the local ZooKeeper (0: any free)")
     up.add_argument("--tick-time", type=int, default=200, help="local ZooKeeper tickTime in ms")
     up.add_argument("--base-port", type=int, default=9092,
-                    help="first client port; brokers use base, base+1, ... and base+100, ... for the cluster "
-                         "plane (0: any free ports)")
+                    help="first client port; brokers use base, base+1, ..., base+100, ... for the cluster "
+                         "plane and base+200, ... for Prometheus metrics (0: any free ports)")
     up.add_argument("--profile", default="kafka", help="kafka (Kafka's defaults) or classroom (short timeouts)")
     up.add_argument("--override", action="append", metavar="KEY=VALUE", help="broker property for every broker")
     up.add_argument("--netns", action="store_true",
