@@ -27,7 +27,7 @@ RUN python3 -m venv /opt/kafkasim \
 RUN mkdir -p /var/lib/kafka/data /etc/kafkasim
 VOLUME /var/lib/kafka/data
 WORKDIR /var/lib/kafka
-EXPOSE 9092 9192
+EXPOSE 9092 9192 9404
 HEALTHCHECK --interval=3s --timeout=15s --start-period=5s --retries=40 \
     CMD ["python", "-m", "cluster.docker_env", "--check"]
 CMD ["python", "-m", "cluster.docker_env"]

@@ -136,6 +136,8 @@ class KafkaConfig(BaseModel):
     # at most one leader-side follower-state and fetch-served event per replica per interval
     trace_replica_interval_ms: int = Field(100, alias="kafkasim.trace.replica.interval.ms", ge=0)
     profile: str = Field("kafka", alias="kafkasim.profile")
+    # Prometheus text on http://<client listener host>:<port>/metrics (docs/metrics.md); 0 serves none
+    metrics_port: int = Field(0, alias="kafkasim.metrics.port", ge=0, le=65535)
 
     @field_validator("profile")
     @classmethod
@@ -161,6 +163,8 @@ class KafkaConfig(BaseModel):
         ports = [listener.port for listener in listeners if listener.port]
         if len(set(ports)) != len(ports):
             raise ValueError(f"listeners use one port twice: {self.listeners}")
+        if self.metrics_port and self.metrics_port in ports:
+            raise ValueError(f"kafkasim.metrics.port={self.metrics_port} is a listener's port too: choose another")
         return self
 
     # --- derived views ----------------------------------------------------------------------------------
@@ -182,6 +186,11 @@ class KafkaConfig(BaseModel):
     @property
     def cluster_listener(self) -> Listener:
         return next(lst for lst in self.bound_listeners if lst.name == self.inter_broker_listener_name)
+
+    @property
+    def metrics_host(self) -> str:
+        """The metrics endpoint binds where the first client listener does (the broker's own address)."""
+        return self.client_listeners[0].bind_host
 
     @property
     def security_protocol_map(self) -> dict[str, str]:

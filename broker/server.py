@@ -25,6 +25,9 @@ from broker.group.manager import GroupMetadataManager
 from broker.log.log_dir_failure_channel import LogDirFailureChannel
 from broker.log_service import LogDirectoryError, LogService, MaintenanceIntervals
 from broker.memory import keep_freed_memory
+from broker.metrics.broker_state import snapshot_broker
+from broker.metrics.http_server import MetricsBindError, MetricsServer
+from broker.metrics.snapshot import BrokerSnapshot, on_loop
 from broker.metadata_cache import MetadataCache
 from broker.producer_id_manager import ProducerIdManager
 from broker.purgatory.asyncio_timer import AsyncioTimer
@@ -145,6 +148,10 @@ class KafkaServer:
         self._stopping = asyncio.Event()
         self._registration = registration_for(config)
         self._logs_loaded = False
+        self.metrics_server: MetricsServer | None = None
+        if config.metrics_port:
+            self.metrics_server = MetricsServer(config.metrics_host, config.metrics_port,
+                                                lambda: on_loop(self.loop, self.metrics_snapshot))
 
     # --- start ------------------------------------------------------------------------------------------
 
@@ -164,6 +171,12 @@ class KafkaServer:
         self.loop = asyncio.get_running_loop()
         for listener in self.config.bound_listeners:
             check_port_free(listener)
+        if self.metrics_server is not None:
+            try:
+                self.metrics_server.start()
+            except MetricsBindError as exc:
+                raise StartupError(str(exc)) from None
+            log.info("metrics on %s", self.metrics_server.url)
 
         self._timers = [AsyncioTimer(self.replica_io.produce_purgatory.timer, self.loop),
                         AsyncioTimer(self.replica_io.fetch_purgatory.timer, self.loop)]
@@ -223,6 +236,17 @@ class KafkaServer:
                                       say=lambda msg: log.warning("%s", msg))
         self.replica_manager.broker_epoch = epoch
         self.trace.emit(te.BrokerRegistered, broker_epoch=epoch, endpoints=self._registration.endpoints)
+
+    def metrics_snapshot(self) -> BrokerSnapshot:
+        """What /metrics reports, copied on the event loop (``on_loop`` calls it there for the scrape thread)."""
+        return snapshot_broker(
+            broker_id=self.broker_id, replica_manager=self.replica_manager, replica_io=self.replica_io,
+            min_insync_replicas=lambda partition: partition.log.config.min_insync_replicas,
+            isr_stats=self.isr_manager.stats, socket_server=self.socket_server, metadata_cache=self.metadata_cache,
+            controller=self.controller, fetchers=self.fetcher_manager,
+            purgatories=[self.replica_io.produce_purgatory, self.replica_io.fetch_purgatory,
+                         self.group_manager.coordinator.heartbeat_purgatory,
+                         self.group_manager.coordinator.join_purgatory])
 
     # --- ZooKeeper session --------------------------------------------------------------------------------
 
@@ -396,6 +420,8 @@ class KafkaServer:
             await _bounded("closing replica fetchers", self.fetcher_manager.close())
             await _bounded("stopping the ISR change writer", self.isr_manager.stop())
             await self.log_service.shutdown()  # never cut short: it flushes and writes the clean-shutdown marker
+            if self.metrics_server is not None:
+                self.metrics_server.stop()
             await _bounded("closing the ZooKeeper session", self.zk.close())
             self.replication_tracer.flush(everything=True)
             self.trace.emit(te.BrokerStopped, clean=clean)

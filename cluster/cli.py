@@ -71,8 +71,8 @@ def _parser() -> argparse.ArgumentParser:
     up.add_argument("--zookeeper-port", type=int, default=0, help="port of the local ZooKeeper (0: any free)")
     up.add_argument("--tick-time", type=int, default=200, help="local ZooKeeper tickTime in ms")
     up.add_argument("--base-port", type=int, default=9092,
-                    help="first client port; brokers use base, base+1, ... and base+100, ... for the cluster "
-                         "plane (0: any free ports)")
+                    help="first client port; brokers use base, base+1, ..., base+100, ... for the cluster "
+                         "plane and base+200, ... for Prometheus metrics (0: any free ports)")
     up.add_argument("--profile", default="kafka", help="kafka (Kafka's defaults) or classroom (short timeouts)")
     up.add_argument("--override", action="append", metavar="KEY=VALUE", help="broker property for every broker")
     up.add_argument("--netns", action="store_true",
@@ -391,10 +391,15 @@ def _groups(args: argparse.Namespace, data_dir: Path) -> int:
 
 def _status(args: argparse.Namespace, data_dir: Path) -> int:
     from cluster import commands
+    from cluster.processes import metrics_url
 
     spec = ClusterLayout(data_dir).load()
     if not args.watch:
-        return asyncio.run(commands.status(spec.zookeeper, args.json))
+        code = asyncio.run(commands.status(spec.zookeeper, args.json))
+        urls = [f"  broker {b.broker_id}: {url}" for b in spec.brokers if (url := metrics_url(b))]
+        if urls and not args.json:
+            print("Prometheus metrics:\n" + "\n".join(urls))
+        return code
     if args.json:
         raise ClusterError("--watch redraws tables; --json prints one state: choose one")
     if args.interval <= 0:

@@ -19,6 +19,7 @@ from cluster.processes import (
     ClusterSpec,
     broker_properties,
     choose_ports,
+    metrics_url,
     spawn_broker,
     spawn_zookeeper,
     stop_process,
@@ -101,7 +102,8 @@ def up(data_dir: Path, brokers: int = 3, zookeeper: str | None = None, profile: 
                          subnet or DEFAULT_SUBNET, log_dir_size_mib)
     ports = choose_ports(brokers, base_port)
     spec = ClusterSpec(zookeeper=zookeeper or "", external_zookeeper=zookeeper is not None, profile=profile,
-                       brokers=[BrokerSpec(i + 1, client, cluster) for i, (client, cluster) in enumerate(ports)],
+                       brokers=[BrokerSpec(i + 1, client, cluster, metrics_port=metrics)
+                                for i, (client, cluster, metrics) in enumerate(ports)],
                        overrides=dict(overrides or {}), tick_time_ms=tick_time_ms)
     _validate(spec, layout)
     say(f"profile {profile}" + "".join(f"\n  {k}={v}" for k, v in PROFILES[profile].items()))
@@ -130,7 +132,14 @@ def up(data_dir: Path, brokers: int = 3, zookeeper: str | None = None, profile: 
     say(f"{brokers} brokers registered, controller is broker {controller} (epoch {epoch}), "
         f"ready in {time.monotonic() - started:.1f} s")
     say(f"bootstrap servers: {spec.bootstrap_servers}")
+    _say_metrics(spec, say)
     return spec
+
+
+def _say_metrics(spec: ClusterSpec, say: Say) -> None:
+    urls = [f"  broker {b.broker_id}: {url}" for b in spec.brokers if (url := metrics_url(b))]
+    if urls:
+        say("Prometheus metrics (docs/metrics.md):\n" + "\n".join(urls))
 
 
 def _mount_log_dirs(spec: ClusterSpec, layout: ClusterLayout, size_mib: int | None, say: Say) -> None:
@@ -178,7 +187,8 @@ def _up_netns(layout: ClusterLayout, brokers: int, profile: str, overrides: dict
     client_port = base_port or 9092
     zk_port = zookeeper_port or ZOOKEEPER_PORT
     spec = ClusterSpec(zookeeper=f"{plan.zookeeper_address}:{zk_port}", external_zookeeper=False, profile=profile,
-                       brokers=[BrokerSpec(b, client_port, client_port + 100, host=plan.broker_address(b))
+                       brokers=[BrokerSpec(b, client_port, client_port + 100, host=plan.broker_address(b),
+                                           metrics_port=client_port + 200)
                                 for b in broker_ids],
                        overrides=dict(overrides or {}), tick_time_ms=tick_time_ms, network=plan.as_dict())
     _validate(spec, layout)
@@ -212,6 +222,7 @@ def _up_netns(layout: ClusterLayout, brokers: int, profile: str, overrides: dict
     say(f"{brokers} brokers registered, controller is broker {controller} (epoch {epoch}), "
         f"ready in {time.monotonic() - started:.1f} s")
     say(f"bootstrap servers: {spec.bootstrap_servers}")
+    _say_metrics(spec, say)
     return spec
 
 

@@ -73,6 +73,7 @@ class BrokerSpec:
     client_port: int
     cluster_port: int
     host: str = "127.0.0.1"
+    metrics_port: int = 0
 
     @property
     def bootstrap(self) -> str:
@@ -158,17 +159,18 @@ class ClusterLayout:
         return ClusterSpec(**raw)
 
 
-def choose_ports(count: int, base_port: int, host: str = "127.0.0.1") -> list[tuple[int, int]]:
-    """(client port, cluster port) per broker: base, base+1, ... and base+100, ...; 0 = any free ports."""
+def choose_ports(count: int, base_port: int, host: str = "127.0.0.1") -> list[tuple[int, int, int]]:
+    """(client, cluster, metrics port) per broker: base, base+1, ..., base+100, ... and base+200, ...;
+    0 = any free ports."""
     if base_port == 0:
         chosen: list[int] = []
-        while len(chosen) < 2 * count:
+        while len(chosen) < 3 * count:
             port = free_port(host)
             if port not in chosen:
                 chosen.append(port)
-        return list(zip(chosen[::2], chosen[1::2], strict=True))
-    ports = [(base_port + i, base_port + 100 + i) for i in range(count)]
-    busy = [p for pair in ports for p in pair if not port_is_free(host, p)]
+        return list(zip(chosen[::3], chosen[1::3], chosen[2::3], strict=True))
+    ports = [(base_port + i, base_port + 100 + i, base_port + 200 + i) for i in range(count)]
+    busy = [p for ports_of_one in ports for p in ports_of_one if not port_is_free(host, p)]
     if busy:
         raise ClusterError(f"ports {busy} on {host} are in use: stop what holds them, or choose other ports "
                            "with --base-port N (or --base-port 0 for any free ports)")
@@ -184,8 +186,15 @@ def broker_properties(spec: ClusterSpec, broker: BrokerSpec, layout: ClusterLayo
         "kafkasim.trace.file": str(layout.trace_file(broker.broker_id)),
         "kafkasim.profile": spec.profile,
     }
+    if broker.metrics_port:
+        props["kafkasim.metrics.port"] = str(broker.metrics_port)
     props.update(spec.overrides)
     return props
+
+
+def metrics_url(broker: BrokerSpec) -> str | None:
+    """Where the broker serves Prometheus text; None when `up` gave it no metrics port (an older cluster.json)."""
+    return f"http://{broker.host}:{broker.metrics_port}/metrics" if broker.metrics_port else None
 
 
 def write_properties(path: Path, props: dict[str, str]) -> None:

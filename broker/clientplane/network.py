@@ -15,10 +15,12 @@ from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
+from kio.schema.errors import ErrorCode
 from kio.static.protocol import ResponsePayload
 
 from broker.config import Listener
 from broker.log.file_records import FileRegion
+from broker.metrics.reservoir import SlidingReservoir
 from broker.clientplane.protocol.api_versions import handle_api_versions
 from broker.clientplane.protocol.codec import decode_request, encode_response
 from broker.clientplane.protocol.errors import ProtocolError, UnsupportedVersion
@@ -62,12 +64,35 @@ class RequestMetrics:
     """Kafka's request metrics, by their names (kafka.network:type=RequestMetrics,name=...,request=...)."""
 
     requests: Counter = field(default_factory=Counter)           # RequestsPerSec (as a running total)
-    errors: Counter = field(default_factory=Counter)             # ErrorsPerSec
+    errors: Counter = field(default_factory=Counter)             # ErrorsPerSec, failed requests only
     request_queue_time_ms: Counter = field(default_factory=Counter)   # RequestQueueTimeMs (sum)
     local_time_ms: Counter = field(default_factory=Counter)      # LocalTimeMs (sum)
     remote_time_ms: Counter = field(default_factory=Counter)     # RemoteTimeMs (sum: purgatory waits)
     response_send_time_ms: Counter = field(default_factory=Counter)   # ResponseSendTimeMs (sum)
     total_time_ms: Counter = field(default_factory=Counter)      # TotalTimeMs (sum)
+    # RequestsPerSec{request,version} and ErrorsPerSec{request,error} as Kafka labels them
+    requests_by_version: Counter = field(default_factory=Counter)    # (API, version)
+    errors_by_code: Counter = field(default_factory=Counter)         # (API, error name), NONE included
+    # the histograms behind the quantiles: (Kafka's metric name, API) -> count and latest samples
+    times: dict[tuple[str, str], SlidingReservoir] = field(default_factory=dict)
+
+    def record_time(self, metric: str, api: str, value_ms: float) -> None:
+        reservoir = self.times.get((metric, api))
+        if reservoir is None:
+            reservoir = self.times[(metric, api)] = SlidingReservoir()
+        reservoir.update(value_ms)
+
+
+def response_error(response: object) -> str:
+    """The error a response names at its top level (JoinGroup, Heartbeat, FindCoordinator, ...), else NONE.
+    Kafka also counts the error codes of every partition inside a response; kafkasim does not walk them."""
+    code = getattr(response, "error_code", None)
+    if not isinstance(code, int):
+        return "NONE"
+    try:
+        return ErrorCode(code).name.upper()
+    except ValueError:
+        return str(code)
 
 
 @dataclass
@@ -149,6 +174,7 @@ class SocketServer:
         log.warning("closing connection from %s: %s", peer, decoded.reason)
         if header is not None:
             self.metrics.errors[api_name(header.api_key)] += 1
+            self.metrics.errors_by_code[(api_name(header.api_key), "INVALID_REQUEST")] += 1
         return False
 
     async def _send_responses(self, writer: asyncio.StreamWriter, responses: asyncio.Queue, peer: object) -> None:
@@ -171,7 +197,9 @@ class SocketServer:
                 else:
                     writer.write(frame_response(payload))
                     await writer.drain()
-                self.metrics.response_send_time_ms[name] += (time.monotonic() - started) * 1000
+                sent_ms = (time.monotonic() - started) * 1000
+                self.metrics.response_send_time_ms[name] += sent_ms
+                self.metrics.record_time("ResponseSendTimeMs", name, sent_ms)
         except ConnectionError:
             pass
         finally:
@@ -239,6 +267,7 @@ class SocketServer:
         except Exception as exc:
             self._fail(item, exc)
             return
+        self.metrics.errors_by_code[(api_name(header.api_key), response_error(response))] += 1
         item.response.set_result(payload)
 
     def _fail(self, item: _InFlight, exc: BaseException) -> None:
@@ -247,15 +276,27 @@ class SocketServer:
         if not isinstance(exc, CloseConnectionError):
             log.error("%s v%d from %s failed", name, header.api_version, header.client_id, exc_info=exc)
         self.metrics.errors[name] += 1
+        self.metrics.errors_by_code[(name, "UNKNOWN_SERVER_ERROR")] += 1
         item.response.set_exception(exc)
 
     def _record(self, item: _InFlight, dequeued: float, local_done: float, remote_done: float | None) -> None:
-        name = api_name(item.request.header.api_key)
+        header = item.request.header
+        name = api_name(header.api_key)
         metrics = self.metrics
         finished = remote_done if remote_done is not None else local_done
+        queue_ms = (dequeued - item.received) * 1000
+        local_ms = (local_done - dequeued) * 1000
+        remote_ms = (remote_done - local_done) * 1000 if remote_done is not None else 0.0
+        total_ms = (finished - item.received) * 1000
         metrics.requests[name] += 1
-        metrics.request_queue_time_ms[name] += (dequeued - item.received) * 1000
-        metrics.local_time_ms[name] += (local_done - dequeued) * 1000
+        metrics.requests_by_version[(name, header.api_version)] += 1
+        metrics.request_queue_time_ms[name] += queue_ms
+        metrics.local_time_ms[name] += local_ms
         if remote_done is not None:
-            metrics.remote_time_ms[name] += (remote_done - local_done) * 1000
-        metrics.total_time_ms[name] += (finished - item.received) * 1000
+            metrics.remote_time_ms[name] += remote_ms
+        metrics.total_time_ms[name] += total_ms
+        # Kafka updates every histogram for every request: a request answered at once waited 0 ms remotely
+        metrics.record_time("RequestQueueTimeMs", name, queue_ms)
+        metrics.record_time("LocalTimeMs", name, local_ms)
+        metrics.record_time("RemoteTimeMs", name, remote_ms)
+        metrics.record_time("TotalTimeMs", name, total_ms)

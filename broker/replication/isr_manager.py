@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 from kazoo.exceptions import BadVersionError, NoNodeError
 
+from broker.metrics.topic_stats import IsrStats
 from broker.replication.partition import IsrProposal
 from broker.replication.replica_manager import ReplicaIO, TopicPartition
 from broker.replication.replication_tracing import replica_lags
@@ -36,6 +37,7 @@ class IsrChangeManager:
         self.now_ms = now_ms
         self.blackout_ms = blackout_ms
         self.interval_ms = interval_ms
+        self.stats = IsrStats()
         self._changed: set[TopicPartition] = set()
         self._last_change_ms = 0
         self._last_propagation_ms = 0
@@ -66,6 +68,7 @@ class IsrChangeManager:
         try:
             stat = await self.zk.set(path, TopicPartitionStateZNode.encode(state), proposal.zk_version)
         except (BadVersionError, NoNodeError):
+            self.stats.failed_updates += 1
             await self._obey_zookeeper(proposal)
             return
         except Exception:
@@ -80,6 +83,11 @@ class IsrChangeManager:
         lags = replica_lags(partition, changed, self.now_ms())
         moved = partition.isr_change_committed(proposal, stat.version, self.now_ms())
         kind = "expand" if len(proposal.isr) > len(old_isr) else "shrink"
+        if partition.isr == proposal.isr:  # Kafka marks IsrShrinksPerSec / IsrExpandsPerSec once the ISR is ours
+            if kind == "expand":
+                self.stats.expands += 1
+            else:
+                self.stats.shrinks += 1
         log.info("%s-%d: ISR %s -> %s (%s, zkVersion %d)", *tp, old_isr, list(proposal.isr), kind, stat.version)
         reason = (f"not caught up for more than replica.lag.time.max.ms={partition.replica_lag_time_max_ms}"
                   if kind == "shrink" else "reached the high watermark and the leader epoch's start offset")

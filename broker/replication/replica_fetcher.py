@@ -49,6 +49,8 @@ class PartitionFetchState:
     fetch_offset: int
     truncating: bool = True
     delayed_until: float = 0.0
+    # Kafka's FetcherLagMetrics: the leader's high watermark minus our LEO after the last fetch (0 until then)
+    lag: int = 0
 
 
 class ReplicaFetcher:
@@ -226,6 +228,7 @@ class ReplicaFetcher:
                 state.delayed_until = asyncio.get_running_loop().time() + self.settings.backoff_ms / 1000
                 return
             state.fetch_offset = partition.log_end_offset
+            state.lag = max(0, data.high_watermark - partition.log_end_offset)
             if partition.high_watermark != before_hw or data.records:
                 self._on_progress(partition)
             return

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from kio.schema.errors import ErrorCode
 
 from broker.log.errors import InvalidRecordBatchError, KafkaStorageError, OffsetOutOfRangeError
+from broker.metrics.topic_stats import BrokerTopicStats
 from broker.purgatory.purgatory import DelayedOperationPurgatory, TopicPartitionOperationKey
 from broker.replication.control_fencing import check_control_request
 from broker.replication.delayed_ops import (
@@ -121,6 +122,7 @@ class ReplicaIO:
         self.offline: set[TopicPartition] = set()
         self.produce_purgatory = DelayedOperationPurgatory("Produce")
         self.fetch_purgatory = DelayedOperationPurgatory("Fetch")
+        self.topic_stats = BrokerTopicStats()
         self._known_in_metadata = known_in_metadata
         self._min_insync = min_insync_replicas
         self.on_isr_proposal = on_isr_proposal or (lambda proposal: None)
@@ -174,6 +176,7 @@ class ReplicaIO:
             return
         for tp, records in entries.items():
             statuses[tp] = status = self._append_one(tp, records, required_acks, now_ms, check)
+            self.topic_stats.record_produce(tp[0], failed=status.error != ErrorCode.none)
             if status.error == ErrorCode.none and status.required_offset >= 0:
                 status.acks_pending = required_acks == -1
         if not any(status.acks_pending for status in statuses.values()):
@@ -199,6 +202,9 @@ class ReplicaIO:
             return ProducePartitionStatus(exc.error_code, error_message=str(exc))
         except (InvalidRecordBatchError, KafkaStorageError) as exc:
             return ProducePartitionStatus(exc.error_code, error_message=str(exc))
+        if info is not None:
+            # Kafka's BytesInPerSec: the records' size as received (the stored batch differs only in two fields)
+            self.topic_stats.record_append(tp[0], len(records), info.last_offset - info.first_offset + 1)
         self.wake(tp, partition.high_watermark > before)
         if info is None:
             return ProducePartitionStatus(ErrorCode.none, log_start_offset=partition.log.log_start_offset)
@@ -212,6 +218,7 @@ class ReplicaIO:
     def fetch_messages(self, params: FetchParams, now_ms: int,
                        respond: Callable[[dict[TopicPartition, FetchPartitionResult]], None]) -> None:
         """Answer at once if there is enough to read (or an error), else park in the fetch purgatory."""
+        respond = self._counting_fetch(params, respond)
         if params.replica_id >= 0:
             self._update_follower_fetch_states(params, now_ms)
         results = self.read_from_local_logs(params)
@@ -224,6 +231,23 @@ class ReplicaIO:
         operation = DelayedFetch(params, self.read_from_local_logs, respond, on_finished=self.on_delayed_finished)
         keys = [TopicPartitionOperationKey(p.topic, p.partition) for p in params.partitions]
         self.fetch_purgatory.try_complete_else_watch(operation, keys, now_ms)
+
+    def _counting_fetch(self, params: FetchParams, respond: Callable[[dict[TopicPartition, FetchPartitionResult]], None]
+                        ) -> Callable[[dict[TopicPartition, FetchPartitionResult]], None]:
+        """Kafka counts fetched bytes when the response is sent: BytesOutPerSec for consumers,
+        ReplicationBytesOutPerSec for followers."""
+        stats = self.topic_stats
+
+        def counted(results: dict[TopicPartition, FetchPartitionResult]) -> None:
+            if params.replica_id >= 0:
+                stats.replication_bytes_out += sum(r.read.size for r in results.values() if r.read is not None)
+            else:
+                for (topic, _), result in results.items():
+                    stats.record_fetch(topic, result.read.size if result.read is not None else 0,
+                                       failed=result.error != ErrorCode.none)
+            respond(results)
+
+        return counted
 
     def _update_follower_fetch_states(self, params: FetchParams, now_ms: int) -> None:
         for request in params.partitions:

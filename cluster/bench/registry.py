@@ -27,11 +27,12 @@ def benches() -> dict[str, Bench]:
         foundation,
         groups,
         log,
+        metrics,
         page_cache,
         purgatory,
         replication,
         trace,
     )
 
-    adapters = (foundation, client, replication, groups, trace, log, purgatory, analysis, page_cache)
+    adapters = (foundation, client, replication, groups, trace, log, purgatory, analysis, page_cache, metrics)
     return {adapter.BENCH.name: adapter.BENCH for adapter in adapters}

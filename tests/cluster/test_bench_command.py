@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from tests.cluster.test_bench_registry import FIGURE_KEYS, PHASE_KEYS, REPORT_KEYS
+from tests.cluster.test_bench_registry import BENCHES, FIGURE_KEYS, PHASE_KEYS, REPORT_KEYS
 
 
 def bench(*argv: str, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -37,8 +37,7 @@ def test_bench_list_names_every_bench_on_a_line_of_its_own():
     result = bench("list")
     assert result.returncode == 0, result.stderr
     names = [line.split()[0] for line in result.stdout.splitlines()]
-    assert names == ["foundation", "client", "replication", "groups", "trace", "log", "purgatory", "analysis",
-                     "page-cache"]
+    assert names == BENCHES
 
 
 def test_bench_log_help_shows_only_what_log_takes():

@@ -208,7 +208,8 @@ def test_the_data_dir_option_is_accepted_after_the_subcommand_too(cluster):
 def test_down_then_up_at_once_on_the_same_ports_works_every_time(tmp_path):
     data_dir = tmp_path / "cycles"
     base = next(p for p in (free_port() for _ in range(200))
-                if all(port_is_free("127.0.0.1", q) for q in (p, p + 1, p + 100, p + 101)) and p + 101 < 32768)
+                if all(port_is_free("127.0.0.1", q) for q in (p, p + 1, p + 100, p + 101, p + 200, p + 201))
+                and p + 201 < 32768)
     command = [sys.executable, "-m", "cluster.cli", "--data-dir", str(data_dir)]
     try:
         for cycle in range(3):
@@ -216,6 +217,7 @@ def test_down_then_up_at_once_on_the_same_ports_works_every_time(tmp_path):
                                       "classroom"], capture_output=True, text=True, timeout=120)
             assert started.returncode == 0, f"cycle {cycle}: {started.stderr}"
             assert f"127.0.0.1:{base}" in started.stdout
+            assert f"http://127.0.0.1:{base + 201}/metrics" in started.stdout  # bound again after each down
             # replicated partitions give the brokers connections on both planes to close when they stop
             made = subprocess.run([*command, "topic", "create", f"t{cycle}", "--partitions", "2",
                                    "--replication-factor", "2"], capture_output=True, text=True, timeout=60)
