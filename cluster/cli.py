@@ -14,6 +14,7 @@ from pathlib import Path
 import broker.__main__ as broker_entry
 
 from cluster.bench import command as bench_command
+from cluster.dashboard import command as dashboard_command
 from cluster.net.system import NotRootError
 from cluster.processes import ClusterError, ClusterLayout, default_data_dir
 
@@ -161,6 +162,7 @@ def _parser() -> argparse.ArgumentParser:
 
     add_chaos_parser(sub)
     bench_command.add_parser(sub)
+    dashboard_command.add_parser(sub)
     return parser
 
 
@@ -429,6 +431,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, Path], int]] = {
     "chaos": _chaos,
     "traces": _traces,
     "analyze": _analyze,
+    "dashboard": dashboard_command.run,
 }
 
 

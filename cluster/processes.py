@@ -73,6 +73,7 @@ class BrokerSpec:
     client_port: int
     cluster_port: int
     host: str = "127.0.0.1"
+    metrics_port: int = 0
 
     @property
     def bootstrap(self) -> str:
