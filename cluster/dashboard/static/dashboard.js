@@ -96,12 +96,15 @@ function renderPartition(p) {
       style: "" }));
     axis.lastChild.style.left = (100 * p.high_watermark / top) + "%";
   }
-  for (const replica of p.replicas) {
+  // one lane per replica, so equal offsets do not hide each other
+  axis.style.height = (4 + 15 * p.replicas.length) + "px";
+  for (const [lane, replica] of p.replicas.entries()) {
     const leo = p.leo[String(replica)];
     if (leo === null || leo === undefined || leo < 0) continue;
     const mark = el("span", { class: "mark" + (replica === p.leader ? " leader-mark" : ""),
       "data-replica": replica, "data-leo": leo, title: `broker ${replica}: LEO ${leo}` }, `${replica}:${leo}`);
     mark.style.left = Math.min(97, Math.max(3, 100 * leo / top)) + "%";
+    mark.style.top = (2 + 15 * lane) + "px";
     axis.append(mark);
   }
   axis.append(el("span", { class: "scale" }, `HW ${p.high_watermark ?? "?"}`));
