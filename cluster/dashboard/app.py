@@ -15,7 +15,7 @@ from starlette.responses import FileResponse, JSONResponse, Response, StreamingR
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from cluster.dashboard.faults import ACTIONS, FaultRefused, FaultRequest, carry_out
+from cluster.dashboard.faults import ACTIONS, FaultRefused, FaultRequest, carry_out, carry_out_docker
 from cluster.dashboard.poller import Poller
 from cluster.net.system import NotRootError
 from cluster.processes import ClusterError
@@ -24,8 +24,9 @@ STATIC = Path(__file__).parent / "static"
 KEEPALIVE_S = 10.0
 
 
-def create_app(poller: Poller, data_dir: Path | None) -> Starlette:
-    """``data_dir`` None: no local cluster to act on (a compose dashboard), so no faults whatever was asked."""
+def create_app(poller: Poller, data_dir: Path | None, docker: bool = False) -> Starlette:
+    """``data_dir`` None: no cluster to act on, so no faults whatever was asked. ``docker``: the faults go to the
+    docker-compose cluster's containers (``data_dir/docker`` holds the tools' trace, as for the CLI's --docker)."""
     fault_lock = asyncio.Lock()   # one fault at a time: two quick clicks never race each other
 
     async def index(_request: Request) -> Response:
@@ -62,7 +63,8 @@ def create_app(poller: Poller, data_dir: Path | None) -> Starlette:
             return JSONResponse({"error": str(exc)}, status_code=400)
         async with fault_lock:
             try:
-                done = await carry_out(data_dir, fault_request)
+                done = await (carry_out_docker(data_dir / "docker", fault_request) if docker
+                              else carry_out(data_dir, fault_request))
             except (ClusterError, NotRootError) as exc:
                 return JSONResponse({"error": str(exc)}, status_code=409)
             except Exception as exc:  # a failed ip/nft call, ...: the page shows it, the dashboard goes on

@@ -26,6 +26,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     dashboard.add_argument("--zookeeper", metavar="HOST:PORT[/CHROOT]", default=None,
                            help="watch the cluster registered in this ZooKeeper instead of the one in --data-dir "
                                 "(read-only: no PID files to act on; brokers found through their registrations)")
+    dashboard.add_argument("--docker", action="store_true",
+                           help="with --zookeeper: the docker-compose cluster; the fault buttons act on its containers "
+                                "through the Docker Engine API (as `kafkasim kill ... --docker` does)")
+    dashboard.add_argument("--trace", type=Path, action="append", default=None, metavar="FILE",
+                           help="a trace file to follow in the event feed besides the cluster's own; repeatable "
+                                "(the compose service follows the brokers' volumes)")
     dashboard.add_argument("--interval", type=float, default=0.25, metavar="SECONDS",
                            help="how often the cluster is polled (default 0.25)")
 
@@ -49,19 +55,28 @@ def run(args: argparse.Namespace, data_dir: Path) -> int:
 
     if args.interval <= 0:
         raise ClusterError("--interval must be above 0")
+    docker_tools_dir = None
+    if args.docker and args.zookeeper is None:
+        raise ClusterError("--docker needs --zookeeper HOST:PORT, the compose cluster's ZooKeeper")
     if args.zookeeper is not None:
-        spec, layout, zookeeper, act_on = None, None, args.zookeeper, None
-        allow_faults = False
-        if args.allow_faults:
-            print("warning: --zookeeper shows a cluster this dashboard cannot act on: the fault buttons stay off")
+        spec, layout, zookeeper = None, None, args.zookeeper
+        if args.docker:
+            act_on, docker_tools_dir = data_dir, data_dir / "docker"
+            allow_faults = bool(args.allow_faults)
+        else:
+            act_on, allow_faults = None, False
+            if args.allow_faults:
+                print("warning: --zookeeper without --docker shows a cluster this dashboard cannot act on: the fault "
+                      "buttons stay off")
     else:
         layout = ClusterLayout(data_dir)
         spec = layout.load()
         zookeeper, act_on = spec.zookeeper, data_dir
         allow_faults = args.allow_faults if args.allow_faults is not None else spec.profile == "classroom"
     check_port_free(args.host, args.port)
-    poller = Poller(zookeeper, spec, layout, allow_faults, interval_s=args.interval)
-    app = create_app(poller, act_on)
+    poller = Poller(zookeeper, spec, layout, allow_faults, interval_s=args.interval, extra_traces=args.trace,
+                    docker_tools_dir=docker_tools_dir)
+    app = create_app(poller, act_on, docker=args.docker)
     shown = f"[{args.host}]" if ":" in args.host else args.host
     print(f"kafkasim dashboard on http://{shown}:{args.port}/ for {zookeeper} "
           f"({'fault buttons on' if allow_faults else 'read-only'})", flush=True)

@@ -73,3 +73,43 @@ async def carry_out(data_dir: Path, request: FaultRequest) -> str:
         return "healed: " + (", ".join(healed) if healed else "nothing was cut")
     except FaultError as exc:
         raise ClusterError(str(exc)) from None
+
+
+# the --docker forms: each button is the CLI's `kafkasim ... --docker` command on the compose cluster
+DOCKER_COMMANDS = {"kill": "kill", "pause": "pause", "resume": "unpause", "start": "start", "isolate": "disconnect"}
+
+
+async def carry_out_docker(tools_dir: Path, request: FaultRequest) -> str:
+    """The fault on the docker-compose cluster, through the Docker Engine API (the socket must be mounted).
+    Compose has one network, so a broker is isolated from everything or nothing, and heal connects every
+    disconnected broker again."""
+    from cluster.docker_ops import DockerCluster, run_docker_command
+
+    if request.action == "heal":
+        def heal() -> str:
+            cluster = DockerCluster.find(None, tools_dir)
+            connected = []
+            for broker_id in sorted(cluster.brokers()):
+                try:
+                    connected.append(cluster.connect(broker_id))
+                except ClusterError:
+                    pass  # on every network already
+            return "connected " + ", ".join(connected) if connected else "nothing was disconnected"
+
+        return await asyncio.to_thread(heal)
+    if request.action == "isolate" and request.peers != "all":
+        raise ClusterError("on the docker-compose cluster a broker can only be cut off from everything (isolate "
+                           "from all): Compose puts every container on one network")
+    command = DOCKER_COMMANDS[request.action]
+    await asyncio.to_thread(run_docker_command, command, None, tools_dir, request.broker_id)
+    return f"{request.action}: broker {request.broker_id}"
+
+
+def docker_process_states(tools_dir: Path) -> dict[int, str]:
+    """broker id -> running, paused or down, from the compose containers' states (blocking)."""
+    from cluster.docker_ops import DockerCluster
+
+    states = {}
+    for broker_id, container in DockerCluster.find(None, tools_dir).brokers().items():
+        states[broker_id] = {"running": "running", "paused": "paused"}.get(container.status, "down")
+    return states

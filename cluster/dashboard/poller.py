@@ -24,6 +24,7 @@ GROUPS_TIMEOUT_S = 1.5
 CUTS_INTERVAL_S = 2.0
 METRICS_INTERVAL_S = 1.0
 FEED_LINES = 60
+MIN_SPACING_S = 0.05
 
 
 def trace_followers(layout: ClusterLayout | None, spec: ClusterSpec | None) -> list[TraceFollower]:
@@ -37,14 +38,19 @@ def trace_followers(layout: ClusterLayout | None, spec: ClusterSpec | None) -> l
 
 class Poller:
     def __init__(self, zookeeper: str, spec: ClusterSpec | None, layout: ClusterLayout | None, allow_faults: bool,
-                 interval_s: float = 0.25, extra_traces: list[Path] | None = None) -> None:
+                 interval_s: float = 0.25, extra_traces: list[Path] | None = None,
+                 docker_tools_dir: Path | None = None) -> None:
         self.spec = spec
         self.layout = layout
         self.allow_faults = allow_faults
         self.interval_s = interval_s
-        self.snapshotter = Snapshotter(zookeeper, spec, layout)
+        self._wake = asyncio.Event()   # set by a ZooKeeper watch: poll now rather than at the next tick
+        self.snapshotter = Snapshotter(zookeeper, spec, layout, on_change=self._wake.set)
         followers = trace_followers(layout, spec)
-        followers += [TraceFollower(path, path.stem, start_at_end=True) for path in extra_traces or []]
+        followers += [TraceFollower(path, str(path), start_at_end=True) for path in extra_traces or []]
+        self.docker_tools_dir = docker_tools_dir
+        if docker_tools_dir is not None:
+            followers.append(TraceFollower(docker_tools_dir / TOOLS_TRACE_FILE, "tools", start_at_end=True))
         self.feed = Feed(followers)
         self.leo_rates = LeoRates()
         self.metric_rates = MetricRates()
@@ -63,6 +69,9 @@ class Poller:
         self._tasks = [asyncio.create_task(self._poll_forever(), name="dashboard-poll"),
                        asyncio.create_task(self._every(GROUPS_INTERVAL_S, self._refresh_groups), name="groups"),
                        asyncio.create_task(self._every(METRICS_INTERVAL_S, self._scrape_metrics), name="metrics")]
+        if self.docker_tools_dir is not None:
+            self._tasks.append(asyncio.create_task(self._every(METRICS_INTERVAL_S, self._refresh_containers),
+                                                   name="containers"))
         if self.spec is not None and self.spec.network is not None:
             self._tasks.append(asyncio.create_task(self._every(CUTS_INTERVAL_S, self._refresh_cuts), name="cuts"))
 
@@ -91,11 +100,16 @@ class Poller:
     async def _poll_forever(self) -> None:
         while True:
             started = time.monotonic()
+            self._wake.clear()
             try:
                 await self._poll_once()
             except Exception:
                 log.exception("dashboard poll failed")
-            await asyncio.sleep(max(0.0, self.interval_s - (time.monotonic() - started)))
+            # at most every MIN_SPACING_S however busy ZooKeeper is; at least every interval_s
+            await asyncio.sleep(max(0.0, MIN_SPACING_S - (time.monotonic() - started)))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(),
+                                       max(0.0, self.interval_s - (time.monotonic() - started)))
 
     async def _poll_once(self) -> None:
         async with self._poll_lock:
@@ -159,6 +173,11 @@ class Poller:
             self.groups = {"groups": groups, "updated": time.time(), "error": None}
         except Exception as exc:  # KafkaException(_TIMED_OUT) while a coordinator is gone or paused
             self.groups = {**self.groups, "error": f"the group coordinators did not all answer: {exc}"}
+
+    async def _refresh_containers(self) -> None:
+        from cluster.dashboard.faults import docker_process_states
+
+        self.snapshotter.process_states = await asyncio.to_thread(docker_process_states, self.docker_tools_dir)
 
     async def _refresh_cuts(self) -> None:
         self.snapshotter.cuts = await asyncio.to_thread(read_cuts, self.spec)

@@ -10,12 +10,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import grpc
 import psutil
 
-from cluster.admin import ClusterState, read_cluster_state
+from cluster.admin import ClusterState
+from cluster.dashboard.zk_watch import WatchedClusterState
 from cluster.processes import ClusterLayout, ClusterSpec
 from clusterplane import cluster_pb2 as pb
 from clusterplane.cluster_pb2_grpc import AdminStub
@@ -188,13 +190,17 @@ class Snapshotter:
     """Polls every source of one cluster; ``snapshot()`` is one poll."""
 
     def __init__(self, zookeeper: str, spec: ClusterSpec | None, layout: ClusterLayout | None,
-                 describe_timeout_s: float = DESCRIBE_TIMEOUT_S) -> None:
+                 describe_timeout_s: float = DESCRIBE_TIMEOUT_S, on_change: Callable[[], None] = lambda: None) -> None:
         self.zookeeper = zookeeper
         self.spec = spec
         self.layout = layout
         self.asker = BrokerAsker(describe_timeout_s)
         self.cuts: dict[int, list[str]] = {}   # refreshed by the poller, less often (nft runs as a process)
+        # broker id -> process state where no PID files tell it (compose containers), refreshed by the poller
+        self.process_states: dict[int, str] = {}
         self._zk: ZkClient | None = None
+        self._watched: WatchedClusterState | None = None
+        self.on_change = on_change   # a ZooKeeper watch fired: the poller polls at once
         self.last_state: ClusterState | None = None
 
     async def _zookeeper_state(self) -> ClusterState:
@@ -202,7 +208,9 @@ class Snapshotter:
             zk = ZkClient(self.zookeeper, session_timeout_ms=6000, connection_timeout_ms=3000)
             await zk.start()
             self._zk = zk
-        return await read_cluster_state(self._zk)
+            self._watched = WatchedClusterState(zk, self.on_change)
+        assert self._watched is not None
+        return await self._watched.read()
 
     async def snapshot(self) -> dict:
         error = None
@@ -218,12 +226,13 @@ class Snapshotter:
             if self._zk is not None and not isinstance(exc, TimeoutError):
                 await self._close_zk()
         views = await views_task
-        known = [b.broker_id for b in self.spec.brokers] if self.spec is not None else []
-        processes = {b: process_state(self.layout, b) for b in known}
+        known = [b.broker_id for b in self.spec.brokers] if self.spec is not None else list(self.process_states)
+        processes = {b: process_state(self.layout, b) for b in known} if self.layout is not None \
+            else dict(self.process_states)
         return build_snapshot(state, error, views, processes, self.cuts, known, time.time())
 
     async def _close_zk(self) -> None:
-        zk, self._zk = self._zk, None
+        zk, self._zk, self._watched = self._zk, None, None
         if zk is not None:
             with contextlib.suppress(Exception):
                 await zk.close()

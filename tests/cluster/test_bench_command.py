@@ -38,7 +38,7 @@ def test_bench_list_names_every_bench_on_a_line_of_its_own():
     assert result.returncode == 0, result.stderr
     names = [line.split()[0] for line in result.stdout.splitlines()]
     assert names == ["foundation", "client", "replication", "groups", "trace", "log", "purgatory", "analysis",
-                     "page-cache"]
+                     "page-cache", "dashboard"]
 
 
 def test_bench_log_help_shows_only_what_log_takes():

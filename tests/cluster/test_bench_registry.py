@@ -15,7 +15,8 @@ from cluster.bench.registry import benches
 from cluster.bench.report import Figure, Phase, Report, render, to_json
 from cluster.cli import _parser
 
-NINE = ["foundation", "client", "replication", "groups", "trace", "log", "purgatory", "analysis", "page-cache"]
+NINE = ["foundation", "client", "replication", "groups", "trace", "log", "purgatory", "analysis", "page-cache",
+        "dashboard"]
 REPORT_KEYS = {"bench", "title", "settings", "figures", "phases", "notes", "error", "all_targets_met"}
 FIGURE_KEYS = {"name", "label", "value", "unit", "target", "target_is", "met"}
 PHASE_KEYS = {"name", "summary", "elapsed_s", "figures", "details", "cpu_s"}
@@ -30,7 +31,7 @@ def settings_of(args: argparse.Namespace) -> dict:
     return {k: v for k, v in vars(args).items() if k not in ("command", "bench", "json", "strict", "data_dir")}
 
 
-def test_the_registry_lists_the_nine_benches_in_order_each_with_one_line():
+def test_the_registry_lists_the_benches_in_order_each_with_one_line():
     registry = benches()
     assert list(registry) == NINE
     assert all(entry.name == name and entry.summary and "\n" not in entry.summary
@@ -55,6 +56,7 @@ DEFAULTS = {
     "purgatory": {"timer_ops": 1_000_000, "repeat": 3, "handles_only": False},
     "analysis": {"events": 1_000_000, "master": None},
     "page-cache": {"mib": 1024, "idle_s": 20.0},
+    "dashboard": {"partitions": 100, "repetitions": 5, "cpu_seconds": 30},
 }
 
 
