@@ -105,11 +105,13 @@ async def carry_out_docker(tools_dir: Path, request: FaultRequest) -> str:
     return f"{request.action}: broker {request.broker_id}"
 
 
-def docker_process_states(tools_dir: Path) -> dict[int, str]:
-    """broker id -> running, paused or down, from the compose containers' states (blocking)."""
+def docker_process_states(tools_dir: Path) -> tuple[dict[int, str], Path]:
+    """broker id -> running, paused or down, from the compose containers' states, and the project's tools trace
+    (where the buttons and `kafkasim ... --docker` record their faults). Blocking."""
     from cluster.docker_ops import DockerCluster
 
+    cluster = DockerCluster.find(None, tools_dir)
     states = {}
-    for broker_id, container in DockerCluster.find(None, tools_dir).brokers().items():
+    for broker_id, container in cluster.brokers().items():
         states[broker_id] = {"running": "running", "paused": "paused"}.get(container.status, "down")
-    return states
+    return states, cluster.tools_trace

@@ -49,8 +49,6 @@ class Poller:
         followers = trace_followers(layout, spec)
         followers += [TraceFollower(path, str(path), start_at_end=True) for path in extra_traces or []]
         self.docker_tools_dir = docker_tools_dir
-        if docker_tools_dir is not None:
-            followers.append(TraceFollower(docker_tools_dir / TOOLS_TRACE_FILE, "tools", start_at_end=True))
         self.feed = Feed(followers)
         self.leo_rates = LeoRates()
         self.metric_rates = MetricRates()
@@ -67,6 +65,8 @@ class Poller:
 
     def start(self) -> None:
         self._tasks = [asyncio.create_task(self._poll_forever(), name="dashboard-poll"),
+                       asyncio.create_task(self._every(self.interval_s, self.snapshotter.refresh_views,
+                                                       minimum_s=0.0), name="brokers"),
                        asyncio.create_task(self._every(GROUPS_INTERVAL_S, self._refresh_groups), name="groups"),
                        asyncio.create_task(self._every(METRICS_INTERVAL_S, self._scrape_metrics), name="metrics")]
         if self.docker_tools_dir is not None:
@@ -137,14 +137,14 @@ class Poller:
             self.latest = json.dumps(snapshot, separators=(",", ":"))
             self._changed.notify_all()
 
-    async def _every(self, interval_s: float, work) -> None:
+    async def _every(self, interval_s: float, work, minimum_s: float = 0.1) -> None:
         while True:
             started = time.monotonic()
             try:
                 await work()
             except Exception as exc:
                 log.debug("dashboard background work failed: %s", exc)
-            await asyncio.sleep(max(0.1, interval_s - (time.monotonic() - started)))
+            await asyncio.sleep(max(minimum_s, interval_s - (time.monotonic() - started)))
 
     def _bootstrap(self) -> str | None:
         if self.spec is not None:
@@ -177,7 +177,10 @@ class Poller:
     async def _refresh_containers(self) -> None:
         from cluster.dashboard.faults import docker_process_states
 
-        self.snapshotter.process_states = await asyncio.to_thread(docker_process_states, self.docker_tools_dir)
+        states, tools_trace = await asyncio.to_thread(docker_process_states, self.docker_tools_dir)
+        self.snapshotter.process_states = states
+        if all(f.path != tools_trace for f in self.feed.followers):
+            self.feed.followers.append(TraceFollower(tools_trace, "tools", start_at_end=True))
 
     async def _refresh_cuts(self) -> None:
         self.snapshotter.cuts = await asyncio.to_thread(read_cuts, self.spec)

@@ -202,6 +202,8 @@ class Snapshotter:
         self._watched: WatchedClusterState | None = None
         self.on_change = on_change   # a ZooKeeper watch fired: the poller polls at once
         self.last_state: ClusterState | None = None
+        self.views = BrokerViews()
+        self.views_asked = False
 
     async def _zookeeper_state(self) -> ClusterState:
         if self._zk is None:
@@ -212,24 +214,28 @@ class Snapshotter:
         assert self._watched is not None
         return await self._watched.read()
 
+    async def refresh_views(self) -> None:
+        """Every broker asked at once (the poller runs this on its own timer, so a busy or paused broker never
+        holds back what ZooKeeper says)."""
+        self.views = await self.asker.ask(cluster_addresses(self.spec, self.last_state))
+        self.views_asked = True
+
     async def snapshot(self) -> dict:
         error = None
-        zk_task = asyncio.ensure_future(asyncio.wait_for(self._zookeeper_state(), ZOOKEEPER_TIMEOUT_S))
-        # the brokers are asked at the addresses known before this poll, so ZooKeeper and brokers run together
-        views_task = asyncio.ensure_future(self.asker.ask(cluster_addresses(self.spec, self.last_state)))
+        if not self.views_asked:
+            await self.refresh_views()
         state: ClusterState | None
         try:
-            state = await zk_task
+            state = await asyncio.wait_for(self._zookeeper_state(), ZOOKEEPER_TIMEOUT_S)
             self.last_state = state
         except Exception as exc:  # timeout, connection lost, session expired: shown, and tried again next poll
             state, error = None, f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
             if self._zk is not None and not isinstance(exc, TimeoutError):
                 await self._close_zk()
-        views = await views_task
         known = [b.broker_id for b in self.spec.brokers] if self.spec is not None else list(self.process_states)
         processes = {b: process_state(self.layout, b) for b in known} if self.layout is not None \
             else dict(self.process_states)
-        return build_snapshot(state, error, views, processes, self.cuts, known, time.time())
+        return build_snapshot(state, error, self.views, processes, self.cuts, known, time.time())
 
     async def _close_zk(self) -> None:
         zk, self._zk, self._watched = self._zk, None, None
