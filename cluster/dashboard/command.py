@@ -36,6 +36,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                            help="how often the cluster is polled (default 0.25)")
 
 
+def faults_allowed(option: bool | None, profile: str) -> bool:
+    """--allow-faults / --no-allow-faults when given; otherwise on for the classroom profile only, so a dashboard on
+    a cluster run with Kafka's own settings is read-only unless asked."""
+    return option if option is not None else profile == "classroom"
+
+
 def check_port_free(host: str, port: int) -> None:
     try:
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -72,7 +78,7 @@ def run(args: argparse.Namespace, data_dir: Path) -> int:
         layout = ClusterLayout(data_dir)
         spec = layout.load()
         zookeeper, act_on = spec.zookeeper, data_dir
-        allow_faults = args.allow_faults if args.allow_faults is not None else spec.profile == "classroom"
+        allow_faults = faults_allowed(args.allow_faults, spec.profile)
     check_port_free(args.host, args.port)
     poller = Poller(zookeeper, spec, layout, allow_faults, interval_s=args.interval, extra_traces=args.trace,
                     docker_tools_dir=docker_tools_dir)
