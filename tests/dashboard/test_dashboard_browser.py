@@ -22,19 +22,31 @@ pytestmark = [pytest.mark.processes, pytest.mark.slow, pytest.mark.browser,
 TOPIC = "orders"
 
 
+# each read is one script: the page renders anew at every update, so an element found by one call may be gone by
+# the next (a stale element)
+def _attribute(driver, selector: str, name: str) -> str | None:
+    return driver.execute_script("const e = document.querySelector(arguments[0]);"
+                                 "return e === null ? null : e.getAttribute(arguments[1]);", selector, name)
+
+
 def _partition(driver, name: str) -> dict:
-    element = driver.find_element("css selector", f'[data-partition="{name}"]')
-    return {"leader": int(element.get_attribute("data-leader")),
-            "isr": [int(b) for b in element.get_attribute("data-isr").split(",") if b],
-            "leader_epoch": int(element.get_attribute("data-leader-epoch"))}
+    found = driver.execute_script(
+        "const e = document.querySelector(arguments[0]); if (e === null) return null;"
+        "return [e.dataset.leader, e.dataset.isr, e.dataset.leaderEpoch];", f'[data-partition="{name}"]')
+    assert found is not None, f"no {name} on the page yet"
+    return {"leader": int(found[0]), "isr": [int(b) for b in found[1].split(",") if b], "leader_epoch": int(found[2])}
 
 
 def _feed(driver) -> list[str]:
-    return [li.text for li in driver.find_elements("css selector", "#feed li")]
+    return driver.execute_script("return [...document.querySelectorAll('#feed li')].map((li) => li.textContent);")
 
 
 def _seq(driver) -> int:
-    return int(driver.find_element("id", "updated").get_attribute("data-seq"))
+    return int(_attribute(driver, "#updated", "data-seq") or 0)
+
+
+def _broker_state(driver, broker: int) -> str | None:
+    return _attribute(driver, f'#brokers tr[data-broker="{broker}"]', "data-state")
 
 
 @pytest.fixture
@@ -72,8 +84,7 @@ def test_a_killed_leader_shows_its_successor_the_shrunk_isr_and_the_election_wit
             wait_until(lambda: any(elected in line for line in _feed(driver)), 10, f"'{elected}' in the feed")
             wait_until(lambda: any(f"sigkill broker {killed}" in line for line in _feed(driver)), 10,
                        "the kill in the feed")
-            row = driver.find_element("css selector", f'#brokers tr[data-broker="{killed}"]')
-            assert row.get_attribute("data-state") == "down"
+            wait_until(lambda: _broker_state(driver, killed) == "down", 5, f"broker {killed} shown as down")
             assert driver.execute_script("return window.dashboardLoadMark") == mark, "the page was reloaded"
             assert after["leader_epoch"] > before["leader_epoch"]
             driver.save_screenshot(str(ARTIFACTS / "after-kill.png"))
@@ -82,25 +93,61 @@ def test_a_killed_leader_shows_its_successor_the_shrunk_isr_and_the_election_wit
             driver.quit()
 
 
-def test_the_page_keeps_updating_while_a_broker_is_paused(topic_cluster: RunningCluster):
+def _click_and_confirm(driver, action: str, broker: int) -> None:
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    button = f'#brokers button[data-action="{action}"][data-broker="{broker}"]'
+    # tried again when the page re-rendered the button between finding and clicking it
+    wait_until(lambda: driver.find_element("css selector", button).click() or True, 5, f"the {action} button")
+    alert = WebDriverWait(driver, 5).until(lambda d: d.switch_to.alert)
+    assert f"{action} broker {broker}" in alert.text
+    alert.accept()
+
+
+def test_the_pause_button_pauses_a_broker_and_the_page_keeps_updating(topic_cluster: RunningCluster):
     cluster = topic_cluster
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     paused = next(b.broker_id for b in cluster.spec.brokers if b.broker_id != cluster.controller())
+    pid = cluster.pid(paused)
     with dashboard_process(cluster.data_dir) as url:
         driver = chromium()
         try:
             driver.get(url)
             wait_until(lambda: _seq(driver) > 0, 20, "the first update")
-            os.kill(cluster.pid(paused), signal.SIGSTOP)
             try:
+                # the button asks first, then calls `kafkasim kill BROKER --signal STOP`'s function
+                _click_and_confirm(driver, "pause", paused)
                 # the classroom profile's session timeout is 2 s: the page must say so well within it
-                row = f'#brokers tr[data-broker="{paused}"]'
-                wait_until(lambda: driver.find_element("css selector", row).get_attribute("data-state") == "paused",
-                           2.0, f"broker {paused} shown as paused")
+                wait_until(lambda: _broker_state(driver, paused) == "paused", 2.0, f"broker {paused} shown as paused")
+                wait_until(lambda: any(f"sigstop broker {paused}" in line for line in _feed(driver)), 5,
+                           "the pause in the feed")
                 seq = _seq(driver)
                 wait_until(lambda: _seq(driver) >= seq + 8, 5, "the page to keep updating while a broker is paused")
                 driver.save_screenshot(str(ARTIFACTS / "paused.png"))
+                _click_and_confirm(driver, "resume", paused)
+                wait_until(lambda: _broker_state(driver, paused) == "up", 30, f"broker {paused} shown as up again")
+                wait_until(lambda: any(f"sigcont broker {paused}" in line for line in _feed(driver)), 5,
+                           "the resume in the feed")
             finally:
-                os.kill(cluster.pid(paused), signal.SIGCONT)
+                os.kill(pid, signal.SIGCONT)
+        finally:
+            driver.quit()
+
+
+def test_a_read_only_page_has_no_fault_buttons_and_the_server_refuses_them(topic_cluster: RunningCluster):
+    with dashboard_process(topic_cluster.data_dir, "--no-allow-faults") as url:
+        driver = chromium()
+        try:
+            driver.get(url)
+            wait_until(lambda: _seq(driver) > 0, 20, "the first update")
+            # in one script: the page renders anew at every update, so elements found earlier go stale
+            shown = driver.execute_script(
+                "const b = [...document.querySelectorAll('#brokers button[data-action]')];"
+                "return [b.length, b.filter((x) => x.offsetParent !== null).length];")
+            assert shown[0] > 0 and shown[1] == 0, f"{shown[1]} of {shown[0]} fault buttons shown"
+            status = driver.execute_script(
+                "const r = await fetch('/api/fault', {method: 'POST', body: JSON.stringify({action: 'kill', "
+                "broker: 1})}); return r.status;")
+            assert status == 403
         finally:
             driver.quit()
