@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from cluster.dashboard.feed import Feed, TraceFollower
-from cluster.dashboard.rates import LeoRates, MetricRates, leader_offsets, parse_counters, scrape
+from cluster.dashboard.rates import CommitRates, LeoRates, MetricRates, leader_offsets, parse_counters, scrape
 from cluster.dashboard.snapshot import Snapshotter, read_cuts
 from cluster.processes import ClusterLayout, ClusterSpec
 from traces.faults import TOOLS_TRACE_FILE
@@ -52,6 +52,7 @@ class Poller:
         self.feed = Feed(followers)
         self.leo_rates = LeoRates()
         self.metric_rates = MetricRates()
+        self.commit_rates = CommitRates()
         self.groups: dict = {"groups": [], "updated": None, "error": None}
         self.seq = 0
         self.latest: str | None = None
@@ -124,6 +125,7 @@ class Poller:
         snapshot["rates"] = {
             "produce_messages_per_s": produce,
             "produce_messages_per_s_total": sum(produce.values()),
+            "consumed_messages_per_s": self.commit_rates.per_group,
             "metrics": {str(b): r for b, r in self.metric_rates.per_broker.items()},
             "metrics_total": self.metric_rates.totals(),
         }
@@ -170,6 +172,7 @@ class Poller:
             # sequential (the loop waits for it), so a slow coordinator never piles up threads; each ask inside has
             # its own timeout
             groups = await asyncio.to_thread(groups_overview, bootstrap, GROUPS_TIMEOUT_S, self._admin)
+            self.commit_rates.update(time.time(), groups)
             self.groups = {"groups": groups, "updated": time.time(), "error": None}
         except Exception as exc:  # KafkaException(_TIMED_OUT) while a coordinator is gone or paused
             self.groups = {**self.groups, "error": f"the group coordinators did not all answer: {exc}"}

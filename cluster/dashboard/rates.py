@@ -52,6 +52,28 @@ class LeoRates:
         return self.per_topic
 
 
+@dataclass
+class CommitRates:
+    """Messages/s each consumer group consumed, from its committed offsets between two group polls: the fetch side
+    without metrics (what a group commits it has fetched)."""
+
+    _last: dict[str, tuple[float, int]] = field(default_factory=dict)
+    per_group: dict[str, float] = field(default_factory=dict)
+
+    def update(self, now_s: float, groups: list[dict]) -> dict[str, float]:
+        rates = {}
+        for group in groups:
+            if "partitions" not in group:
+                continue
+            committed = sum(p["committed"] for p in group["partitions"] if p["committed"] is not None)
+            last = self._last.get(group["group"])
+            self._last[group["group"]] = (now_s, committed)
+            if last is not None and now_s > last[0]:
+                rates[group["group"]] = max(0, committed - last[1]) / (now_s - last[0])
+        self.per_group = rates
+        return rates
+
+
 def parse_counters(text: str) -> dict[tuple[str, str], float]:
     """(counter, topic or "" for all topics) -> value, from a Prometheus text exposition."""
     values: dict[tuple[str, str], float] = {}

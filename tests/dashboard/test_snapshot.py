@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from cluster.admin import BrokerView, ClusterState, PartitionView
-from cluster.dashboard.rates import LeoRates, MetricRates, leader_offsets, parse_counters
+from cluster.dashboard.rates import CommitRates, LeoRates, MetricRates, leader_offsets, parse_counters
 from cluster.dashboard.snapshot import BrokerViews, build_snapshot, cluster_addresses
 from clusterplane import cluster_pb2 as pb
 
@@ -82,3 +82,11 @@ def test_metric_counters_become_rates_and_a_restart_is_no_negative_rate():
     assert rates.totals() == {}
     rates.update(1, 4.0, None)
     assert rates.per_broker == {}
+
+
+def test_a_groups_consumption_rate_comes_from_its_commits():
+    rates = CommitRates()
+    group = {"group": "g", "partitions": [{"committed": 10}, {"committed": None}]}
+    rates.update(0.0, [group])
+    assert rates.update(2.0, [{"group": "g", "partitions": [{"committed": 50}]}]) == {"g": 20.0}
+    assert rates.update(3.0, [{"group": "g", "error": "COORDINATOR_NOT_AVAILABLE"}]) == {}

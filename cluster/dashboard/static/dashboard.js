@@ -157,6 +157,10 @@ function renderRates(state) {
   for (const [topic, value] of Object.entries(r.produce_messages_per_s)) {
     rows.push(el("tr", {}, el("td", {}, `  ${topic}`), el("td", {}, fmtRate(value) + " msg/s")));
   }
+  for (const [group, value] of Object.entries(r.consumed_messages_per_s)) {
+    rows.push(el("tr", {}, el("th", {}, `consumed by ${group} (commits)`),
+      el("td", { "data-rate": "consumed", "data-group": group }, fmtRate(value) + " msg/s")));
+  }
   const m = r.metrics_total;
   if (m && Object.keys(m).length) {
     rows.push(el("tr", {}, el("th", {}, "bytes in / out (metrics)"),
