@@ -25,7 +25,7 @@ from zk.client import ZkClient
 from zk.znodes import BrokerRegistration
 
 DESCRIBE_TIMEOUT_S = 0.4
-ZOOKEEPER_TIMEOUT_S = 1.0
+ZOOKEEPER_TIMEOUT_S = 0.3
 CLUSTER_LISTENER = "CLUSTER"
 
 
@@ -160,7 +160,7 @@ def build_snapshot(state: ClusterState | None, zookeeper_error: str | None, view
         })
     return {
         "time": now_s,
-        "zookeeper": {"answering": state is not None, "error": zookeeper_error},
+        "zookeeper": {"answering": zookeeper_error is None, "error": zookeeper_error},
         "controller": {"id": controller, "epoch": state.controller_epoch if state is not None else -1},
         "brokers": brokers,
         "partitions": partitions,
@@ -200,6 +200,7 @@ class Snapshotter:
         self.process_states: dict[int, str] = {}
         self._zk: ZkClient | None = None
         self._watched: WatchedClusterState | None = None
+        self._zk_read: asyncio.Future | None = None
         self.on_change = on_change   # a ZooKeeper watch fired: the poller polls at once
         self.last_state: ClusterState | None = None
         self.views = BrokerViews()
@@ -224,18 +225,26 @@ class Snapshotter:
         error = None
         if not self.views_asked:
             await self.refresh_views()
-        state: ClusterState | None
-        try:
-            state = await asyncio.wait_for(self._zookeeper_state(), ZOOKEEPER_TIMEOUT_S)
-            self.last_state = state
-        except Exception as exc:  # timeout, connection lost, session expired: shown, and tried again next poll
-            state, error = None, f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-            if self._zk is not None and not isinstance(exc, TimeoutError):
+        # a read that takes longer than the timeout is not cancelled (a full read would start again and again on a
+        # slow machine): it goes on, the page shows ZooKeeper as not answering, and the next poll waits for it again
+        if self._zk_read is None:
+            self._zk_read = asyncio.ensure_future(self._zookeeper_state())
+        done, _ = await asyncio.wait({self._zk_read}, timeout=ZOOKEEPER_TIMEOUT_S)
+        state: ClusterState | None = None
+        if not done:
+            error = f"no answer within {ZOOKEEPER_TIMEOUT_S:.1f} s"
+        else:
+            read, self._zk_read = self._zk_read, None
+            try:
+                state = self.last_state = read.result()
+            except Exception as exc:  # connection lost, session expired: shown, and a new client next poll
+                error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
                 await self._close_zk()
         known = [b.broker_id for b in self.spec.brokers] if self.spec is not None else list(self.process_states)
         processes = {b: process_state(self.layout, b) for b in known} if self.layout is not None \
             else dict(self.process_states)
-        return build_snapshot(state, error, self.views, processes, self.cuts, known, time.time())
+        # while ZooKeeper does not answer, its last known state is shown, marked as such in the header
+        return build_snapshot(state or self.last_state, error, self.views, processes, self.cuts, known, time.time())
 
     async def _close_zk(self) -> None:
         zk, self._zk, self._watched = self._zk, None, None
@@ -244,6 +253,8 @@ class Snapshotter:
                 await zk.close()
 
     async def close(self) -> None:
+        if self._zk_read is not None:
+            self._zk_read.cancel()
         await self._close_zk()
         await self.asker.close()
 

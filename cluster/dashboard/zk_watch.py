@@ -66,16 +66,26 @@ class WatchedClusterState:
     # --- reads ---------------------------------------------------------------------------------------
 
     async def read(self) -> ClusterState:
+        # a read cut short (ZooKeeper gone, the caller's timeout) leaves what it had not read marked for the next
         if self.full or self.clock() - self._last_full > FULL_READ_EVERY_S:
             self.full, self._last_full = False, self.clock()
             self.dirty.clear()
             self.brokers, self.assignments, self.states, self.problems = {}, {}, {}, {}
-            for path in ("/controller", "/controller_epoch", BrokerIdsZNode.path, BrokerTopicsZNode.path,
-                         DELETE_TOPICS):
-                await self._refresh(path)
+            try:
+                for path in ("/controller", "/controller_epoch", BrokerIdsZNode.path, BrokerTopicsZNode.path,
+                             DELETE_TOPICS):
+                    await self._refresh(path)
+            except BaseException:
+                self.full = True
+                raise
         else:
             while self.dirty:
-                await self._refresh(self.dirty.pop())
+                path = self.dirty.pop()
+                try:
+                    await self._refresh(path)
+                except BaseException:
+                    self.dirty.add(path)
+                    raise
         return self._state()
 
     async def _refresh(self, path: str) -> None:

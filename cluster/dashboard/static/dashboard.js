@@ -51,7 +51,7 @@ function renderHeader(state) {
     ? `controller: broker ${state.controller.id}, controller epoch ${state.controller.epoch}`
     : `no controller (controller epoch ${state.controller.epoch})`;
   const zk = $("zookeeper");
-  zk.textContent = state.zookeeper.answering ? "ZooKeeper: answering" : `ZooKeeper: NOT answering (${state.zookeeper.error})`;
+  zk.textContent = state.zookeeper.answering ? "ZooKeeper: answering" : `ZooKeeper: NOT answering (${state.zookeeper.error}); last known state shown`;
   zk.className = state.zookeeper.answering ? "" : "offline";
   allowFaults = state.allow_faults;
   document.body.classList.toggle("faults-on", allowFaults);
