@@ -85,3 +85,14 @@ def test_the_feed_merges_sources_in_time_order_and_keeps_the_newest(tmp_path: Pa
     feed.poll()
     assert [line.text for line in feed.lines] == ["broker 1 registered, broker epoch 7",
                                                   "fault: sigkill broker 1"]
+
+
+def test_lines_the_feed_does_not_tell_are_skipped_unparsed(tmp_path: Path):
+    path = tmp_path / "trace.jsonl"
+    with open(path, "w") as out:
+        out.write(te.HighWatermarkUpdated(broker_id=1, topic="t", partition=0, high_watermark=1, log_end_offset=1,
+                                          role="leader").model_dump_json() + "\n")
+        out.write('{"event": "produce_acknowledged", "not": "even valid"}\n')
+        out.write(te.BrokerRegistered(broker_id=1, broker_epoch=7, endpoints=[]).model_dump_json() + "\n")
+    assert [e.event for e in TraceFollower(path, "broker 1").poll()] == ["broker_registered"]
+    assert len(TraceFollower(path, "broker 1", told_only=False).poll()) == 2
