@@ -210,8 +210,8 @@ class KafkaServer:
         server = grpc.aio.server(options=[("grpc.so_reuseport", 0), *REPLICATION_CHANNEL_OPTIONS])
         add_ControlPlaneServicer_to_server(ControlPlaneService(
             self.role_changes, self.metadata_cache, self.replica_manager, lambda: self.controller, self.trace), server)
-        add_AdminServicer_to_server(AdminService(self.replica_manager, self.metadata_cache, lambda: self.controller),
-                                    server)
+        add_AdminServicer_to_server(AdminService(self.replica_manager, self.metadata_cache, lambda: self.controller,
+                                                 self.replica_io, self.now_ms), server)
         add_ReplicationServicer_to_server(ReplicationService(self.replica_io, self.replication_tracer, self.now_ms),
                                           server)
         try:

@@ -15,6 +15,7 @@ import broker.__main__ as broker_entry
 from broker.config import PROFILES
 
 from cluster.bench import command as bench_command
+from cluster.dashboard import command as dashboard_command
 from cluster.net.system import NotRootError
 from cluster.partition_health import REPORTS
 from cluster.processes import ClusterError, ClusterLayout, ClusterSpec, default_data_dir
@@ -178,6 +179,7 @@ def _parser() -> argparse.ArgumentParser:
 
     add_chaos_parser(sub)
     bench_command.add_parser(sub)
+    dashboard_command.add_parser(sub)
     return parser
 
 
@@ -473,6 +475,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, Path], int]] = {
     "chaos": _chaos,
     "traces": _traces,
     "analyze": _analyze,
+    "dashboard": dashboard_command.run,
 }
 
 

@@ -67,30 +67,72 @@ def list_groups(bootstrap: str) -> int:
     return 0
 
 
-def describe_group(bootstrap: str, group: str) -> int:
-    admin = _admin(bootstrap)
-    try:
-        description = admin.describe_consumer_groups([group], request_timeout=TIMEOUT_S)[group].result(TIMEOUT_S)
-        committed = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)],
-                                                      request_timeout=TIMEOUT_S)[group].result(TIMEOUT_S)
-    except KafkaException as exc:
-        raise ClusterError(f"describing group {group!r} failed: {exc.args[0]}") from None
+def _offsets_and_ends(admin: AdminClient, group: str, description, timeout_s: float
+                      ) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], str], dict[tuple[str, int], int]]:
+    """The group's committed offsets, the owner of each assigned partition, and each partition's high watermark."""
+    committed = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)],
+                                                  request_timeout=timeout_s)[group].result(timeout_s)
     offsets = {(tp.topic, tp.partition): tp.offset for tp in committed.topic_partitions if tp.offset >= 0}
-    if description.state.name == "DEAD" and not offsets:
-        raise ClusterError(f"consumer group {group!r} does not exist; `kafkasim groups` lists the groups")
     owners: dict[tuple[str, int], str] = {}
     for member in description.members:
         for tp in member.assignment.topic_partitions if member.assignment else []:
             owners[(tp.topic, tp.partition)] = member.member_id
-    partitions = sorted(set(offsets) | set(owners))
     ends: dict[tuple[str, int], int] = {}
+    partitions = sorted(set(offsets) | set(owners))
     if partitions:
         wanted = {TopicPartition(t, p): OffsetSpec.latest() for t, p in partitions}
-        for tp, future in admin.list_offsets(wanted, request_timeout=TIMEOUT_S).items():
+        for tp, future in admin.list_offsets(wanted, request_timeout=timeout_s).items():
             try:
-                ends[(tp.topic, tp.partition)] = future.result(TIMEOUT_S).offset
+                ends[(tp.topic, tp.partition)] = future.result(timeout_s).offset
             except KafkaException:
                 pass  # partition without a leader right now: its lag shows as "-"
+    return offsets, owners, ends
+
+
+def groups_overview(bootstrap: str, timeout_s: float = 2.0, admin: AdminClient | None = None) -> list[dict]:
+    """Every group with its state, members and lag per partition, as data (the dashboard's view). A group whose
+    coordinator does not answer in time has its error instead."""
+    admin = admin or _admin(bootstrap)
+    listed = sorted(admin.list_consumer_groups(request_timeout=timeout_s).result(timeout_s).valid,
+                    key=lambda g: g.group_id)
+    if not listed:
+        return []
+    futures = admin.describe_consumer_groups([g.group_id for g in listed], request_timeout=timeout_s)
+    overview = []
+    for g in listed:
+        try:
+            d = futures[g.group_id].result(timeout_s)
+            offsets, owners, ends = _offsets_and_ends(admin, g.group_id, d, timeout_s)
+        except KafkaException as exc:
+            overview.append({"group": g.group_id, "error": exc.args[0].name()})
+            continue
+        partitions = []
+        for tp in sorted(set(offsets) | set(owners)):
+            committed, end = offsets.get(tp), ends.get(tp)
+            partitions.append({"topic": tp[0], "partition": tp[1], "committed": committed, "high_watermark": end,
+                               "lag": end - committed if committed is not None and end is not None else None,
+                               "owner": owners.get(tp)})
+        overview.append({
+            "group": g.group_id, "state": STATE_NAMES.get(d.state.name, d.state.name),
+            "coordinator": d.coordinator.id if d.coordinator is not None else None,
+            "protocol": d.partition_assignor or None,
+            "members": [{"member_id": m.member_id, "client_id": m.client_id, "host": m.host} for m in d.members],
+            "partitions": partitions,
+            "lag": sum(p["lag"] for p in partitions if p["lag"] is not None),
+        })
+    return overview
+
+
+def describe_group(bootstrap: str, group: str) -> int:
+    admin = _admin(bootstrap)
+    try:
+        description = admin.describe_consumer_groups([group], request_timeout=TIMEOUT_S)[group].result(TIMEOUT_S)
+        offsets, owners, ends = _offsets_and_ends(admin, group, description, TIMEOUT_S)
+    except KafkaException as exc:
+        raise ClusterError(f"describing group {group!r} failed: {exc.args[0]}") from None
+    if description.state.name == "DEAD" and not offsets:
+        raise ClusterError(f"consumer group {group!r} does not exist; `kafkasim groups` lists the groups")
+    partitions = sorted(set(offsets) | set(owners))
     coordinator = description.coordinator.id if description.coordinator is not None else "-"
     print(f"group {group}: {STATE_NAMES.get(description.state.name, description.state.name)}, protocol "
           f"{description.partition_assignor or '-'}, coordinator broker {coordinator}, "

@@ -167,7 +167,7 @@ class DescribeBrokerRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class ReplicaView(_message.Message):
-    __slots__ = ("topic", "partition", "is_leader", "leader", "leader_epoch", "isr", "zk_version", "replicas")
+    __slots__ = ("topic", "partition", "is_leader", "leader", "leader_epoch", "isr", "zk_version", "replicas", "log_end_offset", "high_watermark", "followers", "hosted")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     PARTITION_FIELD_NUMBER: _ClassVar[int]
     IS_LEADER_FIELD_NUMBER: _ClassVar[int]
@@ -176,6 +176,10 @@ class ReplicaView(_message.Message):
     ISR_FIELD_NUMBER: _ClassVar[int]
     ZK_VERSION_FIELD_NUMBER: _ClassVar[int]
     REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    LOG_END_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    HIGH_WATERMARK_FIELD_NUMBER: _ClassVar[int]
+    FOLLOWERS_FIELD_NUMBER: _ClassVar[int]
+    HOSTED_FIELD_NUMBER: _ClassVar[int]
     topic: str
     partition: int
     is_leader: bool
@@ -184,7 +188,21 @@ class ReplicaView(_message.Message):
     isr: _containers.RepeatedScalarFieldContainer[int]
     zk_version: int
     replicas: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., is_leader: _Optional[bool] = ..., leader: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., isr: _Optional[_Iterable[int]] = ..., zk_version: _Optional[int] = ..., replicas: _Optional[_Iterable[int]] = ...) -> None: ...
+    log_end_offset: int
+    high_watermark: int
+    followers: _containers.RepeatedCompositeFieldContainer[FollowerOffset]
+    hosted: bool
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., is_leader: _Optional[bool] = ..., leader: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., isr: _Optional[_Iterable[int]] = ..., zk_version: _Optional[int] = ..., replicas: _Optional[_Iterable[int]] = ..., log_end_offset: _Optional[int] = ..., high_watermark: _Optional[int] = ..., followers: _Optional[_Iterable[_Union[FollowerOffset, _Mapping]]] = ..., hosted: _Optional[bool] = ...) -> None: ...
+
+class FollowerOffset(_message.Message):
+    __slots__ = ("replica", "log_end_offset", "last_caught_up_ms_ago")
+    REPLICA_FIELD_NUMBER: _ClassVar[int]
+    LOG_END_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    LAST_CAUGHT_UP_MS_AGO_FIELD_NUMBER: _ClassVar[int]
+    replica: int
+    log_end_offset: int
+    last_caught_up_ms_ago: int
+    def __init__(self, replica: _Optional[int] = ..., log_end_offset: _Optional[int] = ..., last_caught_up_ms_ago: _Optional[int] = ...) -> None: ...
 
 class DescribeBrokerResponse(_message.Message):
     __slots__ = ("broker_id", "broker_epoch", "highest_controller_epoch_seen", "is_controller", "controller_epoch", "replicas", "metadata_brokers", "metadata_partitions")

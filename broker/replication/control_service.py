@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING
 from kio.schema.errors import ErrorCode
 
 from broker.metadata_cache import MetadataCache
-from broker.replication.replica_manager import ReplicaManager
+from broker.replication.partition import Partition
+from broker.replication.replica_manager import ReplicaIO, ReplicaManager
 from broker.replication.role_change import RoleChangeManager
 from clusterplane import cluster_pb2 as pb
 from clusterplane.cluster_pb2_grpc import AdminServicer, ControlPlaneServicer
@@ -71,10 +72,29 @@ class ControlPlaneService(ControlPlaneServicer):
 
 class AdminService(AdminServicer):
     def __init__(self, replica_manager: ReplicaManager, metadata_cache: MetadataCache,
-                 controller: ControllerRef) -> None:
+                 controller: ControllerRef, replica_io: ReplicaIO | None = None,
+                 now_ms: Callable[[], int] = lambda: 0) -> None:
         self.replica_manager = replica_manager
         self.metadata_cache = metadata_cache
         self.controller = controller
+        self.replica_io = replica_io
+        self.now_ms = now_ms
+
+    def _offsets(self, tp: tuple[str, int], view: pb.ReplicaView) -> None:
+        """The replica's LEO and HW from its hosted Partition, and, on a leader, each follower's LEO as it knows
+        it (what the dashboard draws on one offset axis)."""
+        partition: Partition | None = self.replica_io.hosted.get(tp) if self.replica_io is not None else None
+        if partition is None:
+            view.log_end_offset, view.high_watermark = -1, -1
+            return
+        view.hosted = True
+        view.log_end_offset, view.high_watermark = partition.log_end_offset, partition.high_watermark
+        if partition.is_leader:
+            now = self.now_ms()
+            for replica, follower in sorted(partition.followers.items()):
+                ago = now - follower.last_caught_up_time_ms if follower.last_caught_up_time_ms > 0 else -1
+                view.followers.append(pb.FollowerOffset(replica=replica, log_end_offset=follower.log_end_offset,
+                                                        last_caught_up_ms_ago=ago))
 
     async def DescribeBroker(self, request: pb.DescribeBrokerRequest, context) -> pb.DescribeBrokerResponse:
         manager = self.replica_manager
@@ -84,6 +104,8 @@ class AdminService(AdminServicer):
                                    leader=s.leader, leader_epoch=s.leader_epoch, isr=s.isr, zk_version=s.zk_version,
                                    replicas=s.replicas)
                     for _, s in sorted(manager.partitions.items())]
+        for (tp, _), view in zip(sorted(manager.partitions.items()), replicas, strict=True):
+            self._offsets(tp, view)
         cache = self.metadata_cache
         return pb.DescribeBrokerResponse(
             broker_id=manager.broker_id, broker_epoch=manager.broker_epoch,

@@ -24,6 +24,7 @@ def benches() -> dict[str, Bench]:
     from cluster.bench import (
         analysis,
         client,
+        dashboard,
         foundation,
         groups,
         log,
@@ -34,5 +35,6 @@ def benches() -> dict[str, Bench]:
         trace,
     )
 
-    adapters = (foundation, client, replication, groups, trace, log, purgatory, analysis, page_cache, metrics)
+    adapters = (foundation, client, replication, groups, trace, log, purgatory, analysis, page_cache, metrics,
+                dashboard)
     return {adapter.BENCH.name: adapter.BENCH for adapter in adapters}

@@ -16,7 +16,7 @@ from cluster.bench.report import Figure, Phase, Report, render, to_json
 from cluster.cli import _parser
 
 BENCHES = ["foundation", "client", "replication", "groups", "trace", "log", "purgatory", "analysis", "page-cache",
-           "metrics"]
+           "metrics", "dashboard"]
 REPORT_KEYS = {"bench", "title", "settings", "figures", "phases", "notes", "error", "all_targets_met"}
 FIGURE_KEYS = {"name", "label", "value", "unit", "target", "target_is", "met"}
 PHASE_KEYS = {"name", "summary", "elapsed_s", "figures", "details", "cpu_s"}
@@ -57,6 +57,7 @@ DEFAULTS = {
     "analysis": {"events": 1_000_000, "master": None},
     "page-cache": {"mib": 1024, "idle_s": 20.0},
     "metrics": {"scrapes": 200, "partitions": 100},
+    "dashboard": {"partitions": 100, "repetitions": 5, "cpu_seconds": 30},
 }
 
 

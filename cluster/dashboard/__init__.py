@@ -1,0 +1,1 @@
+"""``kafkasim dashboard``: a live web page of the cluster, with fault buttons."""

@@ -1,0 +1,98 @@
+"""The feed tells trace events in words, and follows trace files as they grow."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cluster.dashboard.feed import Feed, TraceFollower, sentence
+from traces import events as te
+from traces.faults import record_fault
+
+
+def test_a_session_expiry_is_told_with_the_broker():
+    assert sentence(te.BrokerExpired(broker_id=1, expired_broker=3, broker_epoch=40)) == \
+        "broker 3's session expired (seen by controller 1)"
+
+
+def test_an_election_names_controller_leader_partition_and_epoch():
+    event = te.LeaderElected(broker_id=1, topic="orders", partition=0, leader=2, leader_epoch=4, isr=[2, 1],
+                             previous_leader=3, zk_version=5, election="offline")
+    assert sentence(event) == ("controller 1 elected broker 2 leader of orders-0, leader epoch 4, ISR [2,1] after "
+                               "its leader went offline")
+
+
+def test_an_election_without_a_leader_says_the_partition_is_offline():
+    event = te.LeaderElected(broker_id=1, topic="orders", partition=0, leader=-1, leader_epoch=5, isr=[3],
+                             previous_leader=3, zk_version=6, election="offline")
+    assert "no leader for orders-0: it is offline" in sentence(event)
+
+
+def test_an_isr_shrink_says_who_lagged_and_how_long():
+    event = te.IsrChanged(broker_id=2, topic="orders", partition=0, kind="shrink", old_isr=[2, 1, 3], new_isr=[2, 1],
+                          leader_epoch=4, zk_version=7,
+                          lags=[te.ReplicaLag(replica=3, log_end_offset=10, lag_offsets=5, lag_ms=3000)])
+    assert sentence(event) == "ISR of orders-0 shrank to [2,1]: broker 3 lagged 3.0 s"
+
+
+def test_a_fault_from_the_tools_is_in_the_feed():
+    event = te.FaultInjected(broker_id=2, action="sigkill", target="broker 2 (pid 99)")
+    assert sentence(event) == "fault: sigkill broker 2 (pid 99)"
+
+
+def test_high_rate_events_are_left_out():
+    event = te.HighWatermarkUpdated(broker_id=1, topic="t", partition=0, high_watermark=5, log_end_offset=5,
+                                    role="leader")
+    assert sentence(event) is None
+
+
+def test_the_follower_reads_only_what_was_appended_and_waits_for_a_whole_line(tmp_path: Path):
+    path = tmp_path / "tools-trace.jsonl"
+    follower = TraceFollower(path, "tools")
+    assert follower.poll() == []
+    record_fault(path, "sigkill", "broker 1 (pid 1)", broker_id=1)
+    assert [e.action for e in follower.poll()] == ["sigkill"]
+    assert follower.poll() == []
+    line = te.FaultInjected(broker_id=2, action="sigstop", target="broker 2").model_dump_json()
+    with open(path, "a") as out:
+        out.write(line[:20])
+    assert follower.poll() == []
+    with open(path, "a") as out:
+        out.write(line[20:] + "\n")
+    assert [e.action for e in follower.poll()] == ["sigstop"]
+
+
+def test_a_replaced_file_is_read_from_its_start(tmp_path: Path):
+    path = tmp_path / "trace.jsonl"
+    follower = TraceFollower(path, "broker 1")
+    record_fault(path, "a", "x")
+    record_fault(path, "b", "x")
+    assert len(follower.poll()) == 2
+    path.unlink()
+    record_fault(path, "c", "x")
+    assert [e.action for e in follower.poll()] == ["c"]
+
+
+def test_the_feed_merges_sources_in_time_order_and_keeps_the_newest(tmp_path: Path):
+    tools, broker = tmp_path / "tools.jsonl", tmp_path / "broker.jsonl"
+    with open(broker, "w") as out:
+        out.write(te.BrokerRegistered(ts_ms=2.0, broker_id=1, broker_epoch=7, endpoints=[]).model_dump_json() + "\n")
+        out.write(te.HighWatermarkUpdated(ts_ms=2.5, broker_id=1, topic="t", partition=0, high_watermark=1,
+                                          log_end_offset=1, role="leader").model_dump_json() + "\n")
+    with open(tools, "w") as out:
+        out.write(te.FaultInjected(ts_ms=1.0, action="start", target="broker 1").model_dump_json() + "\n")
+        out.write(te.FaultInjected(ts_ms=3.0, action="sigkill", target="broker 1").model_dump_json() + "\n")
+    feed = Feed([TraceFollower(tools, "tools"), TraceFollower(broker, "broker 1")], size=2)
+    feed.poll()
+    assert [line.text for line in feed.lines] == ["broker 1 registered, broker epoch 7",
+                                                  "fault: sigkill broker 1"]
+
+
+def test_lines_the_feed_does_not_tell_are_skipped_unparsed(tmp_path: Path):
+    path = tmp_path / "trace.jsonl"
+    with open(path, "w") as out:
+        out.write(te.HighWatermarkUpdated(broker_id=1, topic="t", partition=0, high_watermark=1, log_end_offset=1,
+                                          role="leader").model_dump_json() + "\n")
+        out.write('{"event": "produce_acknowledged", "not": "even valid"}\n')
+        out.write(te.BrokerRegistered(broker_id=1, broker_epoch=7, endpoints=[]).model_dump_json() + "\n")
+    assert [e.event for e in TraceFollower(path, "broker 1").poll()] == ["broker_registered"]
+    assert len(TraceFollower(path, "broker 1", told_only=False).poll()) == 2
