@@ -175,6 +175,9 @@ def _parser() -> argparse.ArgumentParser:
 
     add_chaos_parser(sub)
     bench_command.add_parser(sub)
+    from cluster.scenarios.command import add_parser as add_scenario_parser
+
+    add_scenario_parser(sub)
     return parser
 
 
@@ -430,6 +433,12 @@ def _chaos(args: argparse.Namespace, data_dir: Path) -> int:
     return run_command(args, data_dir)
 
 
+def _scenario(args: argparse.Namespace, data_dir: Path) -> int:
+    from cluster.scenarios.command import run_command
+
+    return run_command(args, data_dir)
+
+
 def _kill(args: argparse.Namespace, data_dir: Path) -> int:
     from cluster import commands
 
@@ -464,6 +473,8 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, Path], int]] = {
     "chaos": _chaos,
     "traces": _traces,
     "analyze": _analyze,
+    "scenario": _scenario,
+    "demo": _scenario,
 }
 
 
