@@ -14,6 +14,8 @@ from cluster.final_logs import partition_records
 from cluster.lifecycle import start_broker
 from cluster.scenarios.context import ScenarioError, ScenarioRun, wait_until
 from cluster.scenarios.producers import BackgroundProducer, Sent, send
+from cluster.scenarios.raw_client import RETRIABLE_ROUTING, ProduceResult
+from cluster.scenarios.raw_client import produce as raw_produce
 from traces.faults import TOOLS_TRACE_FILE, record_fault
 from traces.history import AcknowledgedWrite
 
@@ -134,13 +136,48 @@ def controlled_shutdown(run: ScenarioRun, broker: int | None = None, leader_of: 
 
 
 def start(run: ScenarioRun, broker: int | list[int]) -> dict[str, Any]:
-    """Starts stopped brokers again and waits until each is registered in ZooKeeper."""
+    """Starts stopped brokers again (once a controlled shutdown under way has ended) and waits until each is
+    registered in ZooKeeper."""
     for broker_id in broker if isinstance(broker, list) else [broker]:
+        wait_until(lambda b=int(broker_id): not run.running(b), 60, f"broker {broker_id} to have stopped")
         try:
             start_broker(run.data_dir, int(broker_id), say=lambda _: None)
         except Exception as exc:
             raise ScenarioError(f"broker {broker_id} did not come back: {exc}") from exc
     return {}
+
+
+def acknowledged_then_crash(run: ScenarioRun, topic: str) -> dict[str, Any]:
+    """KIP-101's scenario 1, steered: m1 and m2 to the leader L with acks=all, each acknowledged once both
+    followers fetched past it; the instant m2 is acknowledged, kill -9 of L (the controller's follower F still has
+    HW = 1: the fetch that would bring it HW = 2 is parked at L for replica.fetch.wait.max.ms) and a controlled
+    shutdown of the third broker X, whose removal from the ISR sends F a LeaderAndIsr in a new epoch, so F
+    truncates by its rule before L's session expires and F is elected. Facts: ``killed`` (L), ``stopped`` (X),
+    ``m2.error``, ``m2.offset``."""
+    state = run.state()
+    leader = state.partition(topic, 0).leader
+    other = next(b for b in run.broker_ids() if b not in (leader, state.controller_id))
+    target = run.spec.broker(leader)
+
+    def accepted(value: bytes) -> ProduceResult | None:
+        result = raw_produce(target.host, target.client_port, topic, [value], acks=-1)
+        return None if result.error_code in RETRIABLE_ROUTING else result
+
+    first = wait_until(lambda: accepted(b"m1"), 15, f"broker {leader} to accept m1")
+    second = raw_produce(target.host, target.client_port, topic, [b"m2"], acks=-1)
+    for signum, victim, action in ((signal.SIGKILL, leader, "sigkill"), (signal.SIGTERM, other, "sigterm")):
+        pid = run.layout.broker_pid(victim).read()
+        record_fault(run.data_dir / TOOLS_TRACE_FILE, action, f"broker {victim} (pid {pid})", broker_id=victim)
+        os.kill(pid, signum)
+    wait_until(lambda: not run.running(leader), 10, f"broker {leader} to die")
+    sent = Sent()
+    for result, value in ((first, "m1"), (second, "m2")):
+        if result.error_code == 0:
+            sent.acknowledged.append(value)
+            sent.offsets.append(result.base_offset)
+    _record(run, topic, sent)
+    return {"killed": leader, "stopped": other, "m1.error": first.error_name, "m2.error": second.error_name,
+            "m2.offset": second.base_offset}
 
 
 def wait_for_leader_change(run: ScenarioRun, topic: str, old: int, timeout_s: float = 30) -> dict[str, Any]:
@@ -219,6 +256,7 @@ ACTIONS: dict[str, Action] = {
     "kill9": kill9,
     "controlled_shutdown": controlled_shutdown,
     "start": start,
+    "acknowledged_then_crash": acknowledged_then_crash,
     "wait_for_leader_change": wait_for_leader_change,
     "wait_for_isr": wait_for_isr,
     "wait_for_controller_change": wait_for_controller_change,

@@ -22,11 +22,14 @@ class ReplicaState:
     high_watermark: int | None
 
 
-def _high_watermarks(run: ScenarioRun, broker_id: int) -> dict[str, int]:
+def _from_traces(run: ScenarioRun, broker_id: int, truncations: dict[str, int]) -> dict[str, int]:
+    """The last high watermark of each partition 0 the broker traced; counts its truncations into ``truncations``."""
     found: dict[str, int] = {}
     for event in run.traces(broker_id):
         if isinstance(event, te.HighWatermarkUpdated) and event.partition == 0:
             found[event.topic] = event.high_watermark
+        elif isinstance(event, te.FollowerTruncated) and event.partition == 0:
+            truncations[event.topic] = truncations.get(event.topic, 0) + 1
     return found
 
 
@@ -34,7 +37,8 @@ def observe(run: ScenarioRun) -> tuple[dict[str, Any], Table]:
     state = run.state()
     facts: dict[str, Any] = {"controller": state.controller_id, "controller_epoch": state.controller_epoch,
                              "live_brokers": sorted(b.broker_id for b in state.brokers)}
-    high_watermarks = {b: _high_watermarks(run, b) for b in run.broker_ids()}
+    truncations: dict[str, int] = {}
+    high_watermarks = {b: _from_traces(run, b, truncations) for b in run.broker_ids()}
     table = Table(title=f"controller: broker {state.controller_id}, controller epoch {state.controller_epoch}; "
                         f"live brokers {facts['live_brokers']}", title_justify="left")
     for column in ("topic", "leader", "leader epoch", "ISR", "replicas: LEO / HW"):
@@ -42,7 +46,7 @@ def observe(run: ScenarioRun) -> tuple[dict[str, Any], Table]:
     for view in state.partitions:
         topic = view.topic
         facts |= {f"leader:{topic}": view.leader, f"leader_epoch:{topic}": view.leader_epoch,
-                  f"isr:{topic}": sorted(view.isr)}
+                  f"isr:{topic}": sorted(view.isr), f"truncations:{topic}": truncations.get(topic, 0)}
         replicas = []
         for broker in view.replicas:
             replica = ReplicaState(broker, run.running(broker), len(replica_values(run, broker, topic)),

@@ -7,6 +7,7 @@ from cluster.scenarios.library import (
     acks_side_by_side,
     controlled_shutdown,
     controller_failover,
+    hw_truncation,
     leader_failover,
     min_insync_replicas,
 )
@@ -19,6 +20,8 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     acks_side_by_side.SCENARIO,
     controller_failover.SCENARIO,
     controlled_shutdown.SCENARIO,
+    hw_truncation.SCENARIO,
+    hw_truncation.EPOCHS,
 )}
 
 
