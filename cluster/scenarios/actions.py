@@ -121,6 +121,39 @@ def kill9(run: ScenarioRun, broker: int | list[int] | None = None, leader_of: st
     return {"killed": victims[0] if len(victims) == 1 else victims}
 
 
+def kill_leader_while_followers_lag(run: ScenarioRun, topic: str, label: str, acknowledged: int = 20
+                                    ) -> dict[str, Any]:
+    """The followers of ``topic`` are frozen (SIGSTOP) while the background producer ``label`` gets
+    ``acknowledged`` more acknowledgements, then the leader is killed (kill -9) and the followers thawed
+    (SIGCONT), all well within the session timeout and replica.lag.time.max.ms, so they are still in the ISR and
+    one of them is elected without what was written while they were frozen. One action: the steps between would
+    take too long. Facts: ``killed``, ``LABEL.acknowledged_while_frozen``."""
+    view = run.state([topic]).partition(topic, 0)
+    leader, followers = view.leader, [b for b in view.replicas if b != view.leader]
+    producer = run.producers[label]
+    frozen = []
+    try:
+        for follower in followers:
+            pid = run.layout.broker_pid(follower).read()
+            record_fault(run.data_dir / TOOLS_TRACE_FILE, "sigstop", f"broker {follower} (pid {pid})",
+                         broker_id=follower)
+            os.kill(pid, signal.SIGSTOP)
+            frozen.append(pid)
+        before = producer.acknowledged_count()
+        wait_until(lambda: producer.acknowledged_count() >= before + acknowledged, 1.5,
+                   f"{acknowledged} acknowledgements of {label} while the followers are frozen")
+        pid = run.layout.broker_pid(leader).read()
+        record_fault(run.data_dir / TOOLS_TRACE_FILE, "sigkill", f"broker {leader} (pid {pid})", broker_id=leader)
+        os.kill(pid, signal.SIGKILL)
+    finally:
+        for follower, pid in zip(followers, frozen, strict=False):
+            record_fault(run.data_dir / TOOLS_TRACE_FILE, "sigcont", f"broker {follower} (pid {pid})",
+                         broker_id=follower)
+            os.kill(pid, signal.SIGCONT)
+    wait_until(lambda: not run.running(leader), 10, f"broker {leader} to die")
+    return {"killed": leader, f"{label}.acknowledged_while_frozen": producer.acknowledged_count() - before}
+
+
 def controlled_shutdown(run: ScenarioRun, broker: int | None = None, leader_of: str | None = None,
                         controller: bool = False) -> dict[str, Any]:
     """SIGTERM: the broker asks the controller to move its leaderships away first (ControlledShutdown)."""
@@ -254,6 +287,7 @@ ACTIONS: dict[str, Action] = {
     "wait_for_acks": wait_for_acks,
     "stop_producer": stop_producer,
     "kill9": kill9,
+    "kill_leader_while_followers_lag": kill_leader_while_followers_lag,
     "controlled_shutdown": controlled_shutdown,
     "start": start,
     "acknowledged_then_crash": acknowledged_then_crash,
