@@ -99,11 +99,15 @@ def wait_for_acks(run: ScenarioRun, label: str, more: int = 10, timeout_s: float
     return {}
 
 
-def stop_producer(run: ScenarioRun, label: str) -> dict[str, Any]:
-    producer = run.producers.pop(label)
-    sent = producer.stop()
-    _record(run, producer.topic, sent)
-    return _sent_facts(label, sent) | {f"{label}.sent": producer.count}
+def stop_producer(run: ScenarioRun, label: str | list[str]) -> dict[str, Any]:
+    """Stops background producers (a label or a list) and waits for their last answers; the ``produce`` facts."""
+    facts: dict[str, Any] = {}
+    for each in label if isinstance(label, list) else [label]:
+        producer = run.producers.pop(each)
+        sent = producer.stop()
+        _record(run, producer.topic, sent)
+        facts |= _sent_facts(each, sent) | {f"{each}.sent": producer.count}
+    return facts
 
 
 def kill9(run: ScenarioRun, broker: int | list[int] | None = None, leader_of: str | None = None,
