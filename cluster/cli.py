@@ -180,6 +180,9 @@ def _parser() -> argparse.ArgumentParser:
     add_chaos_parser(sub)
     bench_command.add_parser(sub)
     dashboard_command.add_parser(sub)
+    from cluster.scenarios.command import add_parser as add_scenario_parser
+
+    add_scenario_parser(sub)
     return parser
 
 
@@ -441,6 +444,12 @@ def _chaos(args: argparse.Namespace, data_dir: Path) -> int:
     return run_command(args, data_dir)
 
 
+def _scenario(args: argparse.Namespace, data_dir: Path) -> int:
+    from cluster.scenarios.command import run_command
+
+    return run_command(args, data_dir)
+
+
 def _kill(args: argparse.Namespace, data_dir: Path) -> int:
     from cluster import commands
 
@@ -476,6 +485,8 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, Path], int]] = {
     "traces": _traces,
     "analyze": _analyze,
     "dashboard": dashboard_command.run,
+    "scenario": _scenario,
+    "demo": _scenario,
 }
 
 

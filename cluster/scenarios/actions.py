@@ -1,0 +1,303 @@
+"""One function per action a step may name. Each takes the run and the step's arguments (``"$name"`` already
+replaced by remembered facts) and returns the facts it measured, which predictions may then name."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from collections.abc import Callable
+from typing import Any
+
+from cluster.final_logs import partition_records
+from cluster.lifecycle import start_broker
+from cluster.scenarios.context import ScenarioError, ScenarioRun, wait_until
+from cluster.scenarios.producers import BackgroundProducer, Sent, send
+from cluster.scenarios.raw_client import RETRIABLE_ROUTING, ProduceResult
+from cluster.scenarios.raw_client import produce as raw_produce
+from traces.faults import TOOLS_TRACE_FILE, record_fault
+from traces.history import AcknowledgedWrite
+
+HISTORY_FILE = "scenario-history.jsonl"  # every acknowledged write, for the analysis's missing-writes job
+
+Action = Callable[..., dict[str, Any]]
+
+
+def _broker(run: ScenarioRun, broker: int | None = None, leader_of: str | None = None, controller: bool = False
+            ) -> int:
+    if broker is not None:
+        return int(broker)
+    state = run.state()
+    if controller:
+        if state.controller_id < 0:
+            raise ScenarioError("there is no controller to act on")
+        return state.controller_id
+    view = state.partition(leader_of or run.topics[0], 0)
+    if view is None or view.leader < 0:
+        raise ScenarioError(f"{leader_of}-0 has no leader to act on")
+    return view.leader
+
+
+def _targets(run: ScenarioRun, broker: int | list[int] | None, leader_of: str | None, controller: bool,
+             followers_of: str | None) -> list[int]:
+    if followers_of is not None:
+        view = run.state().partition(followers_of, 0)
+        return [b for b in view.replicas if b != view.leader]
+    if isinstance(broker, list):
+        return [int(b) for b in broker]
+    return [_broker(run, broker, leader_of, controller)]
+
+
+def remember(run: ScenarioRun, **names: str) -> dict[str, Any]:
+    """``remember(old_leader="leader:events")``: keep a fact under a name later steps use as ``"$old_leader"``."""
+    missing = [fact for fact in names.values() if fact not in run.facts]
+    if missing:
+        raise ScenarioError(f"nothing measured yet as {', '.join(missing)}")
+    return {name: run.facts[fact] for name, fact in names.items()}
+
+
+def _record(run: ScenarioRun, topic: str, sent: Sent) -> None:
+    run.acknowledged.setdefault(topic, []).extend(sent.acknowledged)
+    now = time.time() * 1000
+    with open(run.data_dir / HISTORY_FILE, "a", encoding="utf-8") as history:
+        for value, offset in zip(sent.acknowledged, sent.offsets, strict=True):
+            history.write(AcknowledgedWrite(topic=topic, partition=0, offset=offset, value=value,
+                                            ts_ms=now).model_dump_json() + "\n")
+
+
+def _sent_facts(label: str, sent: Sent) -> dict[str, Any]:
+    return {f"{label}.acknowledged": len(sent.acknowledged), f"{label}.failed": len(sent.failed),
+            f"{label}.errors": sorted(sent.errors), f"{label}.longest_wait_s": sent.longest_wait_s()}
+
+
+def produce(run: ScenarioRun, topic: str, count: int, acks: int | str = "all", label: str | None = None,
+            retries: bool = True, timeout_s: float = 20.0) -> dict[str, Any]:
+    """``count`` values to partition 0, waited for; facts ``LABEL.acknowledged/failed/errors/longest_wait_s``."""
+    label = label or f"produce-{topic}"
+    start = len(run.acknowledged.get(topic, []))
+    values = [f"{label}-{start + i}" for i in range(count)]
+    sent = send(run.bootstrap_servers, topic, values, acks, retries, timeout_s)
+    _record(run, topic, sent)
+    return _sent_facts(label, sent)
+
+
+def start_producer(run: ScenarioRun, topic: str, label: str, acks: int | str = "all", interval_ms: int = 20,
+                   wait_for_acks: int = 10) -> dict[str, Any]:
+    """A producer that keeps writing while the next steps act; returns once it has ``wait_for_acks`` acks."""
+    producer = BackgroundProducer(run.bootstrap_servers, topic, label, acks, interval_ms / 1000)
+    run.producers[label] = producer
+    wait_until(lambda: producer.acknowledged_count() >= wait_for_acks, 30, f"{label}'s first acknowledgements")
+    return {f"{label}.running": True}
+
+
+def wait_for_acks(run: ScenarioRun, label: str, more: int = 10, timeout_s: float = 30) -> dict[str, Any]:
+    """Until the background producer ``label`` has ``more`` acknowledgements than now (writes flow again)."""
+    producer = run.producers[label]
+    target = producer.acknowledged_count() + more
+    wait_until(lambda: producer.acknowledged_count() >= target, timeout_s, f"{more} more acknowledgements of {label}")
+    return {}
+
+
+def stop_producer(run: ScenarioRun, label: str | list[str]) -> dict[str, Any]:
+    """Stops background producers (a label or a list) and waits for their last answers; the ``produce`` facts."""
+    facts: dict[str, Any] = {}
+    for each in label if isinstance(label, list) else [label]:
+        producer = run.producers.pop(each)
+        sent = producer.stop()
+        _record(run, producer.topic, sent)
+        facts |= _sent_facts(each, sent) | {f"{each}.sent": producer.count}
+    return facts
+
+
+def kill9(run: ScenarioRun, broker: int | list[int] | None = None, leader_of: str | None = None,
+          controller: bool = False, followers_of: str | None = None) -> dict[str, Any]:
+    """SIGKILL: the broker gets no chance to hand anything over; ZooKeeper notices when its session expires."""
+    victims = _targets(run, broker, leader_of, controller, followers_of)
+    for victim in victims:
+        pid = run.layout.broker_pid(victim).read()
+        if pid is None:
+            raise ScenarioError(f"broker {victim} is not running")
+        record_fault(run.data_dir / TOOLS_TRACE_FILE, "sigkill", f"broker {victim} (pid {pid})", broker_id=victim)
+        os.kill(pid, signal.SIGKILL)
+    for victim in victims:
+        wait_until(lambda v=victim: not run.running(v), 10, f"broker {victim} to die")
+    return {"killed": victims[0] if len(victims) == 1 else victims}
+
+
+def kill_leader_while_followers_lag(run: ScenarioRun, topic: str, label: str, acknowledged: int = 20
+                                    ) -> dict[str, Any]:
+    """The followers of ``topic`` are frozen (SIGSTOP) while the background producer ``label`` gets
+    ``acknowledged`` more acknowledgements, then the leader is killed (kill -9) and the followers thawed
+    (SIGCONT), all well within the session timeout and replica.lag.time.max.ms, so they are still in the ISR and
+    one of them is elected without what was written while they were frozen. One action: the steps between would
+    take too long. Facts: ``killed``, ``LABEL.acknowledged_while_frozen``."""
+    view = run.state([topic]).partition(topic, 0)
+    leader, followers = view.leader, [b for b in view.replicas if b != view.leader]
+    producer = run.producers[label]
+    frozen = []
+    try:
+        for follower in followers:
+            pid = run.layout.broker_pid(follower).read()
+            record_fault(run.data_dir / TOOLS_TRACE_FILE, "sigstop", f"broker {follower} (pid {pid})",
+                         broker_id=follower)
+            os.kill(pid, signal.SIGSTOP)
+            frozen.append(pid)
+        before = producer.acknowledged_count()
+        wait_until(lambda: producer.acknowledged_count() >= before + acknowledged, 1.5,
+                   f"{acknowledged} acknowledgements of {label} while the followers are frozen")
+        pid = run.layout.broker_pid(leader).read()
+        record_fault(run.data_dir / TOOLS_TRACE_FILE, "sigkill", f"broker {leader} (pid {pid})", broker_id=leader)
+        os.kill(pid, signal.SIGKILL)
+    finally:
+        for follower, pid in zip(followers, frozen, strict=False):
+            record_fault(run.data_dir / TOOLS_TRACE_FILE, "sigcont", f"broker {follower} (pid {pid})",
+                         broker_id=follower)
+            os.kill(pid, signal.SIGCONT)
+    wait_until(lambda: not run.running(leader), 10, f"broker {leader} to die")
+    return {"killed": leader, f"{label}.acknowledged_while_frozen": producer.acknowledged_count() - before}
+
+
+def controlled_shutdown(run: ScenarioRun, broker: int | None = None, leader_of: str | None = None,
+                        controller: bool = False) -> dict[str, Any]:
+    """SIGTERM: the broker asks the controller to move its leaderships away first (ControlledShutdown)."""
+    victim = _broker(run, broker, leader_of, controller)
+    pid = run.layout.broker_pid(victim).read()
+    if pid is None:
+        raise ScenarioError(f"broker {victim} is not running")
+    record_fault(run.data_dir / TOOLS_TRACE_FILE, "sigterm", f"broker {victim} (pid {pid})", broker_id=victim)
+    started = time.monotonic()
+    os.kill(pid, signal.SIGTERM)
+    wait_until(lambda: not run.running(victim), 60, f"broker {victim} to finish its controlled shutdown")
+    return {"stopped": victim, "shutdown_s": round(time.monotonic() - started, 2)}
+
+
+def start(run: ScenarioRun, broker: int | list[int]) -> dict[str, Any]:
+    """Starts stopped brokers again (once a controlled shutdown under way has ended) and waits until each is
+    registered in ZooKeeper."""
+    for broker_id in broker if isinstance(broker, list) else [broker]:
+        wait_until(lambda b=int(broker_id): not run.running(b), 60, f"broker {broker_id} to have stopped")
+        try:
+            start_broker(run.data_dir, int(broker_id), say=lambda _: None)
+        except Exception as exc:
+            raise ScenarioError(f"broker {broker_id} did not come back: {exc}") from exc
+    return {}
+
+
+def acknowledged_then_crash(run: ScenarioRun, topic: str) -> dict[str, Any]:
+    """KIP-101's scenario 1, steered: m1 and m2 to the leader L with acks=all, each acknowledged once both
+    followers fetched past it; the instant m2 is acknowledged, kill -9 of L (the controller's follower F still has
+    HW = 1: the fetch that would bring it HW = 2 is parked at L for replica.fetch.wait.max.ms) and a controlled
+    shutdown of the third broker X, whose removal from the ISR sends F a LeaderAndIsr in a new epoch, so F
+    truncates by its rule before L's session expires and F is elected. Facts: ``killed`` (L), ``stopped`` (X),
+    ``m2.error``, ``m2.offset``."""
+    state = run.state()
+    leader = state.partition(topic, 0).leader
+    other = next(b for b in run.broker_ids() if b not in (leader, state.controller_id))
+    target = run.spec.broker(leader)
+
+    def accepted(value: bytes) -> ProduceResult | None:
+        result = raw_produce(target.host, target.client_port, topic, [value], acks=-1)
+        return None if result.error_code in RETRIABLE_ROUTING else result
+
+    first = wait_until(lambda: accepted(b"m1"), 15, f"broker {leader} to accept m1")
+    second = raw_produce(target.host, target.client_port, topic, [b"m2"], acks=-1)
+    for signum, victim, action in ((signal.SIGKILL, leader, "sigkill"), (signal.SIGTERM, other, "sigterm")):
+        pid = run.layout.broker_pid(victim).read()
+        record_fault(run.data_dir / TOOLS_TRACE_FILE, action, f"broker {victim} (pid {pid})", broker_id=victim)
+        os.kill(pid, signum)
+    wait_until(lambda: not run.running(leader), 10, f"broker {leader} to die")
+    sent = Sent()
+    for result, value in ((first, "m1"), (second, "m2")):
+        if result.error_code == 0:
+            sent.acknowledged.append(value)
+            sent.offsets.append(result.base_offset)
+    _record(run, topic, sent)
+    return {"killed": leader, "stopped": other, "m1.error": first.error_name, "m2.error": second.error_name,
+            "m2.offset": second.base_offset}
+
+
+def wait_for_leader_change(run: ScenarioRun, topic: str, old: int, timeout_s: float = 30) -> dict[str, Any]:
+    """Until ZooKeeper names a leader of partition 0 other than ``old``; fact ``failover_s:TOPIC``."""
+    started = time.monotonic()
+    wait_until(lambda: (v := run.state([topic]).partition(topic, 0)) and v.leader not in (old, -1), timeout_s,
+               f"a new leader of {topic}-0")
+    return {f"failover_s:{topic}": round(time.monotonic() - started, 2)}
+
+
+def wait_for_isr(run: ScenarioRun, topic: str, size: int | None = None, without: int | list[int] | None = None,
+                 timeout_s: float = 30) -> dict[str, Any]:
+    """Until the ISR of ``topic``-0 has ``size`` members and none of ``without``; fact ``isr_wait_s:TOPIC``."""
+    excluded = set(without if isinstance(without, list) else [] if without is None else [without])
+
+    def matches() -> bool:
+        view = run.state([topic]).partition(topic, 0)
+        return view is not None and (size is None or len(view.isr) == size) and not excluded & set(view.isr)
+
+    started = time.monotonic()
+    wait_until(matches, timeout_s, f"the ISR of {topic}-0 to have {size} members without {sorted(excluded)}")
+    return {f"isr_wait_s:{topic}": round(time.monotonic() - started, 2)}
+
+
+def wait_for_controller_change(run: ScenarioRun, old: int, timeout_s: float = 30) -> dict[str, Any]:
+    started = time.monotonic()
+    wait_until(lambda: run.state([]).controller_id not in (old, -1), timeout_s, "a new controller")
+    return {"controller_failover_s": round(time.monotonic() - started, 2)}
+
+
+def replica_values(run: ScenarioRun, broker_id: int, topic: str) -> list[str | None]:
+    directory = run.layout.broker_dir(broker_id) / "logs" / f"{topic}-0"
+    if not directory.is_dir():
+        return []
+    return [record.value for record in partition_records(broker_id, topic, 0, directory)]
+
+
+def read_all(run: ScenarioRun, topics: list[str] | None = None, timeout_s: float = 20) -> dict[str, Any]:
+    """Reads every replica's log from its segment files, once the live replicas hold the same records (or the
+    deadline passed), and counts the acknowledged values missing from the leader's log:
+    ``acknowledged:T``, ``lost:T`` (how many), ``lost_values:T`` (the first few) and ``replicas_agree:T``."""
+    facts: dict[str, Any] = {}
+    for topic in topics or run.topics:
+        def agreed(t: str = topic) -> list | None:
+            view = run.state([t]).partition(t, 0)
+            live = [b for b in view.replicas if run.running(b)]
+            logs = [replica_values(run, b, t) for b in live]
+            return logs if view.leader >= 0 and all(log == logs[0] for log in logs) else None
+
+        try:
+            wait_until(agreed, timeout_s, f"the live replicas of {topic}-0 to agree")
+            facts[f"replicas_agree:{topic}"] = True
+        except ScenarioError:
+            facts[f"replicas_agree:{topic}"] = False
+        leader = run.state([topic]).partition(topic, 0).leader
+        present = set(replica_values(run, leader, topic)) if leader >= 0 else set()
+        lost = [v for v in run.acknowledged.get(topic, []) if v not in present]
+        facts |= {f"acknowledged:{topic}": len(run.acknowledged.get(topic, [])), f"lost:{topic}": len(lost),
+                  f"lost_values:{topic}": lost[:5]}
+    (run.data_dir / "scenario-reads.json").write_text(json.dumps(facts, indent=2) + "\n")
+    return facts
+
+
+def pause(run: ScenarioRun, seconds: float) -> dict[str, Any]:
+    """Lets time pass on purpose (a story that needs the cluster to notice something, not a wait for it)."""
+    time.sleep(seconds)
+    return {}
+
+
+ACTIONS: dict[str, Action] = {
+    "remember": remember,
+    "produce": produce,
+    "start_producer": start_producer,
+    "wait_for_acks": wait_for_acks,
+    "stop_producer": stop_producer,
+    "kill9": kill9,
+    "kill_leader_while_followers_lag": kill_leader_while_followers_lag,
+    "controlled_shutdown": controlled_shutdown,
+    "start": start,
+    "acknowledged_then_crash": acknowledged_then_crash,
+    "wait_for_leader_change": wait_for_leader_change,
+    "wait_for_isr": wait_for_isr,
+    "wait_for_controller_change": wait_for_controller_change,
+    "read_all": read_all,
+    "pause": pause,
+}

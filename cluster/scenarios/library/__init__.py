@@ -1,0 +1,1 @@
+"""The scenarios kafkasim ships, one module each; every module defines ``SCENARIO``."""

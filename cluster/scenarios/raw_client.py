@@ -1,0 +1,62 @@
+"""A produce request sent to one chosen broker, whatever the metadata says (kafka-python's protocol classes), for
+stories that must decide who receives a write and act in the instant after its acknowledgement."""
+
+from __future__ import annotations
+
+import socket
+import struct
+import time
+import warnings
+from dataclasses import dataclass
+
+from kio.schema.errors import ErrorCode
+
+from broker.log.records import Record, build_batch
+
+with warnings.catch_warnings():
+    # kafka-python loads its message specs through importlib.resources calls deprecated since Python 3.11
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
+
+PRODUCE_VERSION = 8
+# a leader that has not applied its LeaderAndIsr yet, or moved: a client refreshes its metadata and retries
+RETRIABLE_ROUTING = {e.value for e in (ErrorCode.unknown_topic_or_partition, ErrorCode.leader_not_available,
+                                       ErrorCode.not_leader_or_follower, ErrorCode.unknown_leader_epoch,
+                                       ErrorCode.fenced_leader_epoch)}
+
+
+@dataclass(frozen=True)
+class ProduceResult:
+    error_code: int
+    base_offset: int
+
+    @property
+    def error_name(self) -> str:
+        return ErrorCode(self.error_code).name.upper()
+
+
+def produce(host: str, port: int, topic: str, values: list[bytes], acks: int, timeout_ms: int = 20000
+            ) -> ProduceResult:
+    """One uncompressed v2 batch to partition 0 of ``topic`` on the broker at host:port; Produce v8."""
+    now = int(time.time() * 1000)
+    request = ProduceRequest(transactional_id=None, acks=acks, timeout_ms=timeout_ms, topic_data=[
+        ProduceRequest.TopicProduceData(name=topic, partition_data=[
+            ProduceRequest.TopicProduceData.PartitionProduceData(
+                index=0, records=build_batch([Record(None, value, now) for value in values]))])])
+    request.with_header(correlation_id=1, client_id="kafkasim-scenario")
+    with socket.create_connection((host, port), timeout=timeout_ms / 1000 + 10) as sock:
+        sock.sendall(request.encode(version=PRODUCE_VERSION, header=True, framed=True))
+        size = struct.unpack(">i", _read(sock, 4))[0]
+        response = ProduceResponse.decode(_read(sock, size), version=PRODUCE_VERSION, header=True)
+    answer = response.responses[0].partition_responses[0]
+    return ProduceResult(answer.error_code, answer.base_offset)
+
+
+def _read(sock: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            raise ConnectionError("the broker closed the connection")
+        data += chunk
+    return data

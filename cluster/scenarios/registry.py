@@ -1,0 +1,31 @@
+"""Every scenario by name, in the order `kafkasim scenario list` shows them."""
+
+from __future__ import annotations
+
+from cluster.processes import ClusterError
+from cluster.scenarios.library import (
+    acks_side_by_side,
+    controlled_shutdown,
+    controller_failover,
+    hw_truncation,
+    leader_failover,
+    min_insync_replicas,
+)
+from cluster.scenarios.model import Scenario
+
+DEMO = leader_failover.SCENARIO
+SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
+    leader_failover.SCENARIO,
+    min_insync_replicas.SCENARIO,
+    acks_side_by_side.SCENARIO,
+    controller_failover.SCENARIO,
+    controlled_shutdown.SCENARIO,
+    hw_truncation.SCENARIO,
+    hw_truncation.EPOCHS,
+)}
+
+
+def scenario(name: str) -> Scenario:
+    if name not in SCENARIOS:
+        raise ClusterError(f"no scenario {name!r}; `kafkasim scenario list` shows {', '.join(SCENARIOS)}")
+    return SCENARIOS[name]
