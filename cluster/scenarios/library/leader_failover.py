@@ -45,6 +45,7 @@ SCENARIO = Scenario(
         "  kafkasim scenario list                              the other classroom stories",
         "  kafkasim scenario run min-insync-replicas --step    one of them, a step at a time (Enter goes on)",
         "  kafkasim up --profile classroom; kafkasim status --watch   a cluster of your own, watched live",
+        "  kafkasim dashboard                                  the same, live in a browser, with fault buttons",
         "  kafkasim chaos run --duration 60                    random faults, then the Jepsen-style checker",
         "  kafkasim analyze RUN_FOLDER                         the timeline of this run (the folder above)",
     ),
