@@ -7,7 +7,6 @@ import asyncio
 import json
 import os
 import signal
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -17,6 +16,7 @@ from typing import Any, TypeVar
 
 from cluster.admin import ClusterState, read_cluster_state
 from cluster.lifecycle import down, up, wait_for_cluster
+from cluster.waiting import poll_until
 from cluster.processes import ClusterLayout, ClusterSpec, PidFile, spawn_broker
 from traces.events import parse_line
 from traces.faults import TOOLS_TRACE_FILE, record_fault
@@ -26,18 +26,8 @@ T = TypeVar("T")
 
 
 def wait_until(condition: Callable[[], T], timeout_s: float, what: str, interval_s: float = 0.05) -> T:
-    deadline = time.monotonic() + timeout_s
-    last: Any = None
-    while True:
-        try:
-            last = condition()
-            if last:
-                return last
-        except Exception as exc:  # the state may be in flux; keep polling until the deadline
-            last = exc
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}; last: {last!r}")
-        time.sleep(interval_s)
+    return poll_until(condition, timeout_s, lambda last: AssertionError(
+        f"timed out after {timeout_s} s waiting for {what}; last: {last!r}"), interval_s)
 
 
 def zk_call(connect: str, fn: Callable[[ZkClient], Any]) -> Any:

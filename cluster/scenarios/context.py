@@ -4,7 +4,6 @@ every value a producer had acknowledged. Actions and the observer work through i
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,6 +11,7 @@ from typing import Any, TypeVar
 
 from cluster.admin import ClusterState, read_cluster_state
 from cluster.processes import ClusterError, ClusterLayout, ClusterSpec
+from cluster.waiting import poll_until
 from traces.events import parse_line
 from zk.client import ZkClient, connected
 
@@ -23,19 +23,8 @@ class ScenarioError(ClusterError):
 
 
 def wait_until(condition: Callable[[], T], timeout_s: float, what: str, interval_s: float = 0.05) -> T:
-    """Polls ``condition`` until it returns something true; a deadline, never a bare sleep."""
-    deadline = time.monotonic() + timeout_s
-    last: Any = None
-    while True:
-        try:
-            last = condition()
-            if last:
-                return last
-        except Exception as exc:  # the cluster may be in flux (a broker restarting, ZooKeeper busy)
-            last = exc
-        if time.monotonic() > deadline:
-            raise ScenarioError(f"waited {timeout_s:.0f} s for {what} in vain (last seen: {last!r})")
-        time.sleep(interval_s)
+    return poll_until(condition, timeout_s, lambda last: ScenarioError(
+        f"waited {timeout_s:.0f} s for {what} in vain (last seen: {last!r})"), interval_s)
 
 
 @dataclass
