@@ -18,7 +18,7 @@ ENV VIRTUAL_ENV=/opt/kafkasim \
 # from the host (not root, or a remote engine). The broker itself never runs them.
 RUN apt-get update -qq \
     && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nftables iproute2 >/dev/null \
-    && rm -rf /var/lib/apt/lists/*
+    && apt-get clean && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin
 
 # Dependencies first, in their own layer: editing kafkasim's code does not download them again. The
 # analysis stack (Spark, pandas, notebooks: ~1 GB) runs on the host over collected traces, not in a broker.
