@@ -74,3 +74,70 @@ def test_the_network_is_the_one_zookeeper_is_on():
         choose_network({"a": ["zk"], "b": ["zk"]}, "zk")
     with pytest.raises(FaultError, match="on no network"):
         choose_network({"a": ["x"]}, "zk")
+
+
+# --- the way into a container's namespace, with a fake engine ------------------------------------------------
+
+class FakeContainers:
+    def __init__(self, error=None, out=b""):
+        self.error, self.out, self.calls = error, out, []
+
+    def run(self, image, command, **options):
+        self.calls.append((image, command, options))
+        if self.error:
+            raise self.error
+        return self.out
+
+
+class FakeClient:
+    def __init__(self, containers, base_url="http+docker://localhost"):
+        self.containers = containers
+        self.api = type("Api", (), {"base_url": base_url})()
+
+
+class Target:
+    id, name = "abc123", "p-kafka-1-1"
+
+
+def test_the_helper_passes_the_script_as_an_argument_and_joins_the_target_s_namespace():
+    from cluster.docker_net import HelperContainer
+
+    containers = FakeContainers(out=b"table inet kafkasim\n")
+    out = HelperContainer(FakeClient(containers), "kafkasim/kafkasim:latest").run(Target(), ["nft", "-f", "-"],
+                                                                                   stdin="add table inet kafkasim\n")
+    assert out == "table inet kafkasim\n"
+    image, command, options = containers.calls[0]
+    assert image == "kafkasim/kafkasim:latest"
+    assert command[:3] == ["sh", "-c", 'printf "%s" "$0" | "$@"']
+    assert command[3:] == ["add table inet kafkasim\n", "nft", "-f", "-"]
+    assert options["network_mode"] == "container:abc123" and options["cap_add"] == ["NET_ADMIN"]
+    assert options["remove"] is True
+
+
+def test_an_image_without_nft_asks_for_a_rebuild_or_root():
+    from docker.errors import ContainerError
+
+    from cluster.docker_net import HelperContainer
+    from cluster.processes import ClusterError
+
+    error = ContainerError(Target(), 127, "nft", "img", b"sh: 1: nft: not found")
+    with pytest.raises(ClusterError, match=r"has no nft.*rebuild it.*as root"):
+        HelperContainer(FakeClient(FakeContainers(error)), "img").run(Target(), ["nft", "list", "tables"])
+
+
+def test_a_failing_command_shows_what_it_said():
+    from docker.errors import ContainerError
+
+    from cluster.docker_net import HelperContainer
+    from cluster.net.system import NetCommandError
+
+    error = ContainerError(Target(), 2, "tc", "img", b"Error: Specified qdisc kind is unknown.")
+    with pytest.raises(NetCommandError, match="qdisc kind is unknown"):
+        HelperContainer(FakeClient(FakeContainers(error)), "img").run(Target(), ["tc", "qdisc", "show"])
+
+
+def test_a_remote_engine_cannot_be_entered_from_the_host():
+    from cluster.docker_net import host_entry_missing
+
+    missing = host_entry_missing(FakeClient(FakeContainers(), "https://10.0.0.5:2376"), 1)
+    assert any("local Docker engine" in item for item in missing)
