@@ -184,6 +184,20 @@ def kafkasim_tables(run: ComposeRun) -> list[str]:
     return [name for name, container in members.items() if net._alive(container) and net.has_table(container)]
 
 
+def wait_for_isrs(run: ComposeRun, topic: str, partitions: int, what: str, timeout_s: float = 120) -> None:
+    """Every partition's ISR full again; when not, the failure shows each broker container's state and log tail."""
+    try:
+        wait_until(lambda: isrs(run, topic) == {p: [1, 2, 3] for p in range(partitions)}, timeout_s, what)
+    except AssertionError as exc:
+        shown = []
+        for broker_id, container in sorted(run.cluster().brokers().items()):
+            container.reload()
+            tail = container.logs(tail=25).decode(errors="replace")
+            shown.append(f"--- broker {broker_id}: {container.status}, networks "
+                         f"{list(container.attrs['NetworkSettings']['Networks'])}\n{tail}")
+        raise AssertionError(f"{exc}; ISRs {isrs(run, topic)}\n" + "\n".join(shown)) from None
+
+
 def test_a_leader_cut_off_zookeeper_is_replaced_yet_still_answers_clients_and_rejoins_after_heal(
         compose_run: ComposeRun):
     """The zombie leader: cut from ZooKeeper alone, its session expires and the controller elects another
@@ -203,7 +217,7 @@ def test_a_leader_cut_off_zookeeper_is_replaced_yet_still_answers_clients_and_re
         assert leader in metadata.brokers
     finally:
         compose_run.cli("net", "heal")
-    wait_until(lambda: isr(compose_run) == [1, 2, 3], 120, f"broker {leader} back in the ISR")
+    wait_for_isrs(compose_run, TOPIC, 1, f"broker {leader} back in the ISR")
     assert compose_run.cluster().partition(TOPIC, 0)["leader"] == new_leader, "the old leader rejoined as follower"
     assert kafkasim_tables(compose_run) == []
 
@@ -234,8 +248,7 @@ def test_a_partition_with_zookeeper_on_the_majority_side_moves_broker_1_s_leader
     assert "zookeeper (cuts)" in healed and "broker 1 (cuts)" in healed
     assert kafkasim_tables(compose_run) == []
     assert "nothing is cut or slowed" in compose_run.cli("net", "status")
-    wait_until(lambda: isrs(compose_run, topic) == {p: [1, 2, 3] for p in range(3)}, 120,
-               "broker 1 back in every ISR")
+    wait_for_isrs(compose_run, topic, 3, "broker 1 back in every ISR")
 
 
 def test_isolating_from_all_disconnects_and_heal_reconnects(compose_run: ComposeRun):
@@ -247,7 +260,7 @@ def test_isolating_from_all_disconnects_and_heal_reconnects(compose_run: Compose
     finally:
         healed = compose_run.cli("net", "heal")
     assert f"broker {follower} (reconnected)" in healed
-    wait_until(lambda: isr(compose_run) == [1, 2, 3], 120, f"broker {follower} back in the ISR")
+    wait_for_isrs(compose_run, TOPIC, 1, f"broker {follower} back in the ISR")
 
 
 def test_traces_are_collected_from_the_containers(compose_run: ComposeRun, tmp_path: Path):
