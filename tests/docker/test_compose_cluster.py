@@ -184,6 +184,24 @@ def kafkasim_tables(run: ComposeRun) -> list[str]:
     return [name for name, container in members.items() if net._alive(container) and net.has_table(container)]
 
 
+def answers_api_versions(port: int) -> bool:
+    """An ApiVersions v0 request on a plain socket gets its answer, with no error."""
+    import socket
+    import struct
+
+    client_id = b"kafkasim-test"
+    body = struct.pack(">hhih", 18, 0, 7, len(client_id)) + client_id
+    with socket.create_connection(("localhost", port), timeout=10) as sock:
+        sock.sendall(struct.pack(">i", len(body)) + body)
+        header = b""
+        while len(header) < 10:
+            chunk = sock.recv(10 - len(header))
+            assert chunk, "the broker closed the connection"
+            header += chunk
+    _size, correlation_id, error_code = struct.unpack(">iih", header)
+    return correlation_id == 7 and error_code == 0
+
+
 def wait_for_isrs(run: ComposeRun, topic: str, partitions: int, what: str, timeout_s: float = 120) -> None:
     """Every partition's ISR full again; when not, the failure shows each broker container's state and log tail."""
     try:
@@ -212,9 +230,9 @@ def test_a_leader_cut_off_zookeeper_is_replaced_yet_still_answers_clients_and_re
         new_leader = wait_until(lambda: (lambda p: p if p not in (-1, leader) else None)(
             compose_run.cluster().partition(TOPIC, 0)["leader"]), 60, "the controller to elect another leader")
         assert leader not in isr(compose_run)
-        # the zombie still answers clients: its published port serves Metadata, from its own stale view
-        metadata = AdminClient({"bootstrap.servers": f"localhost:{9091 + leader}"}).list_topics(timeout=30)
-        assert leader in metadata.brokers
+        # the zombie still answers clients on its published port (a client library would move on to the
+        # brokers its metadata names, so the question goes to this one port by hand)
+        assert answers_api_versions(9091 + leader)
     finally:
         compose_run.cli("net", "heal")
     wait_for_isrs(compose_run, TOPIC, 1, f"broker {leader} back in the ISR")
@@ -227,6 +245,7 @@ def test_a_partition_with_zookeeper_on_the_majority_side_moves_broker_1_s_leader
     sides (``1 2,3``) it would keep its session and lead on alone with an ISR of itself, as in Kafka. The cuts are
     made by helper containers and removed from the host, so either way into the namespaces sees the other's."""
     topic = "split"
+    wait_for_isrs(compose_run, TOPIC, 1, "all three brokers in the ISR")
     admin = AdminClient({"bootstrap.servers": BOOTSTRAP})
     assignment = [[1, 2, 3], [2, 3, 1], [3, 1, 2]]  # broker 1 leads partition 0
     admin.create_topics([NewTopic(topic, num_partitions=3, replication_factor=-1, replica_assignment=assignment)]
