@@ -202,11 +202,13 @@ def _net_parser(sub: argparse._SubParsersAction) -> None:
     heal = net_sub.add_parser("heal", help="remove every cut and slow link of the cluster (with --docker: and "
                                            "reconnect disconnected brokers)")
     _docker_options(heal)
-    slow = net_sub.add_parser("slow", help="delay (and lose) what one broker sends, with tc netem on its veth",
+    slow = net_sub.add_parser("slow", help="delay (and lose) what one broker sends, with tc netem on its link",
                               description="netem on the egress of the broker's own end of its veth pair, so "
                                           "everything it sends is delayed: answers to clients, fetches, ZooKeeper "
                                           "heartbeats. Replaces an earlier 'slow' of the same broker; 'kafkasim net "
-                                          "heal' removes it. Needs a kernel with netem (CONFIG_NET_SCH_NETEM).")
+                                          "heal' removes it. With --docker: the container's interface on the compose "
+                                          "network. Needs a kernel with netem (CONFIG_NET_SCH_NETEM): without it "
+                                          "the command says so and changes nothing.")
     slow.add_argument("broker_id", type=int)
     slow.add_argument("--delay-ms", type=int, required=True)
     slow.add_argument("--jitter-ms", type=int, default=0)
