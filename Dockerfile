@@ -13,6 +13,13 @@ ENV VIRTUAL_ENV=/opt/kafkasim \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_NO_CACHE_DIR=1
 
+# nftables and iproute2 (tc): 'kafkasim net ... --docker' runs them in a short-lived helper container on a
+# broker's network namespace (--network container:<broker>, NET_ADMIN) when it cannot enter the namespace
+# from the host (not root, or a remote engine). The broker itself never runs them.
+RUN apt-get update -qq \
+    && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nftables iproute2 >/dev/null \
+    && apt-get clean && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin
+
 # Dependencies first, in their own layer: editing kafkasim's code does not download them again. The
 # analysis stack (Spark, pandas, notebooks: ~1 GB) runs on the host over collected traces, not in a broker.
 ARG LEAVE_OUT="pyspark pandas pyarrow matplotlib nbformat nbclient ipykernel"

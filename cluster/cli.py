@@ -192,13 +192,17 @@ namespace; a cut is a 'table inet kafkasim' in a namespace that drops packets to
 reset: connections hang until their timeouts, as with a broken link). Faults add up until 'kafkasim net heal'.
 Every action is written to the tools' trace (tools-trace.jsonl) before it is made.
 
-On the docker-compose cluster only 'net isolate BROKER --from all --docker' works (it is 'kafkasim disconnect
-BROKER --docker': the container leaves the compose network; 'kafkasim connect BROKER --docker' undoes it).
-Compose puts every container on one network, so single links cannot be cut there."""
+With --docker, isolate, partition, slow, heal and status act on the docker-compose cluster: the same tables,
+made inside each container's network namespace (nsenter from the host when run as root beside the engine, else
+a short-lived helper container of the kafkasim image with NET_ADMIN), with the peers' addresses on the compose
+network; "clients" there is the network's gateway, through which the host reaches the published ports.
+'isolate BROKER --from all --docker' disconnects the container from the compose network instead; heal removes
+every kafkasim table and netem qdisc and reconnects it. 'slow --docker' needs netem in the engine's kernel,
+like 'slow' itself; 'clean' has no --docker form (heal, or 'docker compose down -v')."""
 
 
 def _net_parser(sub: argparse._SubParsersAction) -> None:
-    net = sub.add_parser("net", help="cut, partition, slow and heal the links of a --netns cluster",
+    net = sub.add_parser("net", help="cut, partition, slow and heal the links of a --netns or compose cluster",
                          description=NET_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     net_sub = net.add_subparsers(dest="net_command", required=True, parser_class=_CommandParser)
     isolate = net_sub.add_parser("isolate", help="cut one broker off ZooKeeper, the other brokers, clients or all",
@@ -216,17 +220,24 @@ def _net_parser(sub: argparse._SubParsersAction) -> None:
                                                "session too. One side alone ('1') puts every other broker on the "
                                                "other side.")
     partition.add_argument("sides", nargs="+", metavar="SIDE")
-    net_sub.add_parser("heal", help="remove every cut and slow link of the cluster")
-    slow = net_sub.add_parser("slow", help="delay (and lose) what one broker sends, with tc netem on its veth",
+    _docker_options(partition)
+    heal = net_sub.add_parser("heal", help="remove every cut and slow link of the cluster (with --docker: and "
+                                           "reconnect disconnected brokers)")
+    _docker_options(heal)
+    slow = net_sub.add_parser("slow", help="delay (and lose) what one broker sends, with tc netem on its link",
                               description="netem on the egress of the broker's own end of its veth pair, so "
                                           "everything it sends is delayed: answers to clients, fetches, ZooKeeper "
                                           "heartbeats. Replaces an earlier 'slow' of the same broker; 'kafkasim net "
-                                          "heal' removes it. Needs a kernel with netem (CONFIG_NET_SCH_NETEM).")
+                                          "heal' removes it. With --docker: the container's interface on the compose "
+                                          "network. Needs a kernel with netem (CONFIG_NET_SCH_NETEM): without it "
+                                          "the command says so and changes nothing.")
     slow.add_argument("broker_id", type=int)
     slow.add_argument("--delay-ms", type=int, required=True)
     slow.add_argument("--jitter-ms", type=int, default=0)
     slow.add_argument("--loss", type=float, default=0.0, metavar="PERCENT")
-    net_sub.add_parser("status", help="the cluster's addresses and what is cut or slowed now")
+    _docker_options(slow)
+    status = net_sub.add_parser("status", help="the cluster's addresses and what is cut or slowed now")
+    _docker_options(status)
     clean = net_sub.add_parser("clean", help="after a crash: stop the recorded processes, remove the namespaces, "
                                              "bridge, veths and rules, and leftovers of other runs by name",
                                description="Removes the network cluster.json records (its processes are stopped "
@@ -263,10 +274,11 @@ def main(argv: list[str] | None = None) -> int:
 
 def _dispatch(args: argparse.Namespace, data_dir: Path) -> int:
     if args.command == "net" and getattr(args, "docker", False):
-        if args.peers != "all":
-            raise ClusterError("on the docker-compose cluster a broker can only be cut off from everything "
-                               "(--from all, Compose's one network); single links need 'kafkasim up --netns'")
-        args.command = "disconnect"
+        from cluster.docker_net import run_net_command
+
+        return run_net_command(args.net_command, args.project, data_dir / "docker", getattr(args, "broker_id", None),
+                               getattr(args, "peers", None), getattr(args, "sides", None),
+                               getattr(args, "delay_ms", 0), getattr(args, "jitter_ms", 0), getattr(args, "loss", 0.0))
     if getattr(args, "docker", False):
         if getattr(args, "zookeeper", False) is True:
             raise ClusterError(f"kafkasim {args.command} --zookeeper acts on a cluster of `kafkasim up`; in compose, "

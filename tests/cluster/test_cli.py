@@ -49,11 +49,23 @@ def test_a_command_for_a_missing_cluster_says_how_to_start_one(tmp_path):
     assert f"no cluster in {tmp_path / 'none'}" in run.stderr and "kafkasim up" in run.stderr
 
 
-def test_net_on_the_compose_cluster_cuts_a_whole_broker_only(tmp_path):
+def test_net_on_the_compose_cluster_looks_for_the_project_s_containers(tmp_path):
     run = subprocess.run([sys.executable, "-m", "cluster.cli", "--data-dir", str(tmp_path), "net", "isolate", "1",
-                          "--from", "zookeeper", "--docker"], capture_output=True, text=True, timeout=60)
+                          "--from", "zookeeper", "--docker", "--project", "kafkasim-no-such-project"],
+                         capture_output=True, text=True, timeout=60)
     assert run.returncode == 2
-    assert "--from all" in run.stderr and "kafkasim up --netns" in run.stderr
+    assert ("no kafkasim broker containers in compose project 'kafkasim-no-such-project'" in run.stderr
+            or "cannot reach the Docker engine" in run.stderr), run.stderr
+
+
+def test_net_help_says_which_actions_work_on_the_compose_cluster():
+    run = subprocess.run([sys.executable, "-m", "cluster.cli", "net", "--help"], capture_output=True, text=True,
+                         timeout=60)
+    assert "--docker" in run.stdout and "helper container" in run.stdout and "netem" in run.stdout
+    for action in ("partition", "heal", "slow", "status"):
+        action_help = subprocess.run([sys.executable, "-m", "cluster.cli", "net", action, "--help"],
+                                     capture_output=True, text=True, timeout=60).stdout
+        assert "--docker" in action_help, action
 
 
 def test_the_cli_starts_without_the_packages_the_broker_image_leaves_out():

@@ -3,6 +3,7 @@ packages when nothing can be pulled), a compose project of its own per test sess
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import subprocess
@@ -86,11 +87,12 @@ class ComposeRun:
             self.run("up", "-d", timeout_s=HEALTHY_TIMEOUT_S)
             wait_until(self.all_healthy, HEALTHY_TIMEOUT_S, "ZooKeeper and three healthy brokers", interval_s=0.5)
 
-    def cli(self, *args: str, timeout_s: float = 60) -> str:
-        """The ``kafkasim`` command, as a user runs it on the host."""
+    def cli(self, *args: str, timeout_s: float = 60, env: dict[str, str] | None = None) -> str:
+        """The ``kafkasim`` command, as a user runs it on the host (``env``: variables added to the host's)."""
         result = subprocess.run(
             [sys.executable, "-m", "cluster.cli", "--data-dir", str(self.tools_dir.parent), *args,
-             "--docker", "--project", self.project], cwd=REPO, capture_output=True, text=True, timeout=timeout_s)
+             "--docker", "--project", self.project], cwd=REPO, capture_output=True, text=True, timeout=timeout_s,
+            env={**os.environ, **(env or {})})
         assert result.returncode == 0, f"kafkasim {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}"
         return result.stdout
 
