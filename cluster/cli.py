@@ -279,7 +279,9 @@ def _dispatch(args: argparse.Namespace, data_dir: Path) -> int:
         return run_net_command(args.net_command, args.project, data_dir / "docker", getattr(args, "broker_id", None),
                                getattr(args, "peers", None), getattr(args, "sides", None),
                                getattr(args, "delay_ms", 0), getattr(args, "jitter_ms", 0), getattr(args, "loss", 0.0))
-    if getattr(args, "docker", False):
+    # the fault commands act on the compose cluster (`_docker_options`: --docker and --project); the dashboard's own
+    # --docker only tells it where it runs
+    if getattr(args, "docker", False) and hasattr(args, "project"):
         if getattr(args, "zookeeper", False) is True:
             raise ClusterError(f"kafkasim {args.command} --zookeeper acts on a cluster of `kafkasim up`; in compose, "
                                f"`docker compose {'stop' if args.command == 'kill' else 'start'} zookeeper` does it")

@@ -30,3 +30,13 @@ def test_a_busy_port_is_a_clear_error():
         port = held.getsockname()[1]
         with pytest.raises(ClusterError, match=f"127.0.0.1:{port}.*--port"):
             check_port_free("127.0.0.1", port)
+
+
+def test_the_dashboard_with_docker_runs_the_dashboard_not_a_docker_fault(monkeypatch, tmp_path):
+    from cluster.cli import COMMANDS, _dispatch, _parser
+
+    called = []
+    monkeypatch.setitem(COMMANDS, "dashboard", lambda args, _data_dir: called.append(args.docker) or 0)
+    args = _parser().parse_args(["dashboard", "--docker", "--zookeeper", "zookeeper:2181", "--allow-faults"])
+    assert _dispatch(args, tmp_path) == 0
+    assert called == [True]
