@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import time
 from collections.abc import Callable
@@ -15,6 +16,7 @@ from cluster.lifecycle import start_broker
 from cluster.scenarios.context import ScenarioError, ScenarioRun, wait_until
 from cluster.scenarios.producers import BackgroundProducer, Sent, send
 from cluster.scenarios.raw_client import RETRIABLE_ROUTING, ProduceResult
+from cluster.scenarios.raw_client import offset_for_leader_epoch
 from cluster.scenarios.raw_client import produce as raw_produce
 from traces.faults import TOOLS_TRACE_FILE, record_fault
 from traces.history import AcknowledgedWrite
@@ -125,6 +127,57 @@ def kill9(run: ScenarioRun, broker: int | list[int] | None = None, leader_of: st
     return {"killed": victims[0] if len(victims) == 1 else victims}
 
 
+def freeze(run: ScenarioRun, broker: int | list[int] | None = None, leader_of: str | None = None,
+           followers_of: str | None = None) -> dict[str, Any]:
+    """SIGSTOP: the broker is alive but silent (a long GC pause, a frozen VM); past its session timeout ZooKeeper
+    expires its session. Fact ``frozen`` (the broker). ``thaw`` resumes it; the runner does if a step fails."""
+    victims = _targets(run, broker, leader_of, False, followers_of)
+    for victim in victims:
+        pid = run.layout.broker_pid(victim).read()
+        if pid is None:
+            raise ScenarioError(f"broker {victim} is not running")
+        record_fault(run.data_dir / TOOLS_TRACE_FILE, "sigstop", f"broker {victim} (pid {pid})", broker_id=victim)
+        os.kill(pid, signal.SIGSTOP)
+        run.frozen[victim] = pid
+    return {"frozen": victims[0] if len(victims) == 1 else victims}
+
+
+def thaw(run: ScenarioRun, broker: int | list[int]) -> dict[str, Any]:
+    """SIGCONT to brokers ``freeze`` stopped: they go on from where they were, believing what they believed."""
+    for victim in broker if isinstance(broker, list) else [broker]:
+        pid = run.frozen.pop(int(victim))
+        record_fault(run.data_dir / TOOLS_TRACE_FILE, "sigcont", f"broker {victim} (pid {pid})", broker_id=victim)
+        try:
+            os.kill(pid, signal.SIGCONT)
+        except ProcessLookupError:
+            pass
+    return {}
+
+
+def wait_for_fenced(run: ScenarioRun, broker: int, timeout_s: float = 20) -> dict[str, Any]:
+    """Until the follower ``broker`` logs that its leader refused a fetch as FENCED_LEADER_EPOCH (KIP-320).
+    Facts ``fenced_by`` (the leader) and ``fenced_epoch`` (the old epoch the follower still believed in)."""
+    pattern = re.compile(r"fenced by leader (\d+) \(our epoch (\d+) is old\)")
+
+    def fenced() -> re.Match | None:
+        path = run.layout.broker_log(int(broker))
+        return next((m for m in map(pattern.search, path.read_text(errors="replace").splitlines()) if m), None)
+
+    found = wait_until(fenced, timeout_s, f"broker {broker} to be fenced by its leader's epoch")
+    return {"fenced_by": int(found.group(1)), "fenced_epoch": int(found.group(2))}
+
+
+def ask_epoch_end(run: ScenarioRun, topic: str, current_leader_epoch: int, leader_epoch: int, label: str
+                  ) -> dict[str, Any]:
+    """OffsetForLeaderEpoch to the leader of ``topic``-0, as a client believing in ``current_leader_epoch``:
+    facts ``LABEL.error`` (NONE, FENCED_LEADER_EPOCH for an older epoch, UNKNOWN_LEADER_EPOCH for a newer one)
+    and ``LABEL.end_offset`` (where ``leader_epoch`` ends)."""
+    target = run.spec.broker(_broker(run, leader_of=topic))
+    answer = offset_for_leader_epoch(target.host, target.client_port, topic, int(current_leader_epoch),
+                                     int(leader_epoch))
+    return {f"{label}.error": answer.error_name, f"{label}.end_offset": answer.end_offset}
+
+
 def kill_leader_while_followers_lag(run: ScenarioRun, topic: str, label: str, acknowledged: int = 20
                                     ) -> dict[str, Any]:
     """The followers of ``topic`` are frozen (SIGSTOP) while the background producer ``label`` gets
@@ -225,6 +278,13 @@ def wait_for_leader_change(run: ScenarioRun, topic: str, old: int, timeout_s: fl
     return {f"failover_s:{topic}": round(time.monotonic() - started, 2)}
 
 
+def wait_for_leader(run: ScenarioRun, topic: str, leader: int, timeout_s: float = 30) -> dict[str, Any]:
+    """Until ZooKeeper names ``leader`` the leader of partition 0 (-1: until it is offline, without a leader)."""
+    wait_until(lambda: (v := run.state([topic]).partition(topic, 0)) is not None and v.leader == int(leader),
+               timeout_s, f"{topic}-0 to be led by {leader}" if int(leader) >= 0 else f"{topic}-0 to be offline")
+    return {}
+
+
 def wait_for_isr(run: ScenarioRun, topic: str, size: int | None = None, without: int | list[int] | None = None,
                  timeout_s: float = 30) -> dict[str, Any]:
     """Until the ISR of ``topic``-0 has ``size`` members and none of ``without``; fact ``isr_wait_s:TOPIC``."""
@@ -291,11 +351,16 @@ ACTIONS: dict[str, Action] = {
     "wait_for_acks": wait_for_acks,
     "stop_producer": stop_producer,
     "kill9": kill9,
+    "freeze": freeze,
+    "thaw": thaw,
+    "wait_for_fenced": wait_for_fenced,
+    "ask_epoch_end": ask_epoch_end,
     "kill_leader_while_followers_lag": kill_leader_while_followers_lag,
     "controlled_shutdown": controlled_shutdown,
     "start": start,
     "acknowledged_then_crash": acknowledged_then_crash,
     "wait_for_leader_change": wait_for_leader_change,
+    "wait_for_leader": wait_for_leader,
     "wait_for_isr": wait_for_isr,
     "wait_for_controller_change": wait_for_controller_change,
     "read_all": read_all,

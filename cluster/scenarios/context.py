@@ -47,6 +47,7 @@ class ScenarioRun:
     # topic -> values acknowledged to a producer, in order
     acknowledged: dict[str, list[str]] = field(default_factory=dict)
     producers: dict[str, Any] = field(default_factory=dict)  # label -> a running BackgroundProducer
+    frozen: dict[int, int] = field(default_factory=dict)  # broker -> pid of a broker stopped with SIGSTOP
 
     @property
     def layout(self) -> ClusterLayout:

@@ -7,9 +7,11 @@ from cluster.scenarios.library import (
     acks_side_by_side,
     controlled_shutdown,
     controller_failover,
+    epoch_fencing,
     hw_truncation,
     leader_failover,
     min_insync_replicas,
+    unclean_election,
 )
 from cluster.scenarios.model import Scenario
 
@@ -22,6 +24,8 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     controlled_shutdown.SCENARIO,
     hw_truncation.SCENARIO,
     hw_truncation.EPOCHS,
+    unclean_election.SCENARIO,
+    epoch_fencing.SCENARIO,
 )}
 
 

@@ -17,7 +17,7 @@ from rich.table import Table
 
 from cluster.lifecycle import down, up
 from cluster.processes import ClusterError, ClusterLayout
-from cluster.scenarios.actions import ACTIONS
+from cluster.scenarios.actions import ACTIONS, thaw
 from cluster.scenarios.context import ScenarioError, ScenarioRun, wait_until
 from cluster.scenarios.model import Scenario, Verdict, check, resolve, show
 from cluster.scenarios.observer import observe
@@ -71,6 +71,8 @@ def run_scenario(scenario: Scenario, options: Options, data_dir: Path, console: 
     finally:
         for producer in list(run.producers.values()):
             producer.stop()
+        for broker in list(run.frozen):
+            thaw(run, broker)  # a story that failed between freeze and thaw leaves no broker stopped
         out.mkdir(parents=True, exist_ok=True)
         _finish(scenario, run, out, own_cluster, options, verdicts, error, console)
     if error is not None:
