@@ -270,6 +270,77 @@ def acknowledged_then_crash(run: ScenarioRun, topic: str) -> dict[str, Any]:
             "m2.offset": second.base_offset}
 
 
+def _accepted(run: ScenarioRun, broker: int, topic: str, value: str, acks: int, timeout_s: float = 15
+              ) -> ProduceResult:
+    """One value, one batch, to ``broker``, retried while it does not know yet that it leads."""
+    target = run.spec.broker(broker)
+
+    def attempt() -> ProduceResult | None:
+        result = raw_produce(target.host, target.client_port, topic, [value.encode()], acks=acks)
+        return None if result.error_code in RETRIABLE_ROUTING else result
+
+    return wait_until(attempt, timeout_s, f"broker {broker} to accept a write to {topic}-0")
+
+
+def produce_each(run: ScenarioRun, topic: str, values: list[str], acks: int | str = 1, label: str | None = None
+                 ) -> dict[str, Any]:
+    """Each value in a batch of its own to the leader of ``topic``-0 (as Kafka's acceptance tests send them):
+    facts ``LABEL.acknowledged``, ``LABEL.offsets``."""
+    label = label or f"produce-{topic}"
+    leader = _broker(run, leader_of=topic)
+    sent = Sent()
+    for value in values:
+        result = _accepted(run, leader, topic, value, -1 if acks == "all" else int(acks))
+        if result.error_code == 0:
+            sent.acknowledged.append(value)
+            sent.offsets.append(result.base_offset)
+        else:
+            sent.failed.append(value)
+    _record(run, topic, sent)
+    return {f"{label}.acknowledged": len(sent.acknowledged), f"{label}.offsets": sent.offsets}
+
+
+def _high_watermark_checkpoint(run: ScenarioRun, broker: int, topic: str) -> int | None:
+    """The broker's replication-offset-checkpoint entry for ``topic``-0 (written every 5 s and at shutdown)."""
+    path = run.layout.broker_dir(broker) / "logs" / "replication-offset-checkpoint"
+    if not path.exists():
+        return None
+    for line in path.read_text().splitlines()[2:]:
+        name, partition, offset = line.split()
+        if (name, int(partition)) == (topic, 0):
+            return int(offset)
+    return None
+
+
+def crash_both_with_unflushed_tails(run: ScenarioRun, topic: str) -> dict[str, Any]:
+    """KIP-101's scenario 2, steered (the brokers lose what was never fsynced on kill -9, and each segment holds
+    one batch, so an append rolls and flushes the one before): m1 and m2 with acks=all to the leader A, until A
+    checkpointed HW 2 and the follower B holds m2; B frozen (SIGSTOP), one more value to A with acks=1 (its roll
+    flushes A's m2, B's m2 stays unflushed); then kill -9 of both. Facts ``a``, ``b``, ``m2.offset``."""
+    view = run.state([topic]).partition(topic, 0)
+    a, b = view.leader, next(r for r in view.replicas if r != view.leader)
+    first = _accepted(run, a, topic, "m1", -1)
+    second = _accepted(run, a, topic, "m2", -1)
+    wait_until(lambda: _high_watermark_checkpoint(run, a, topic) == 2, 15, f"broker {a} to checkpoint HW 2")
+    wait_until(lambda: len(replica_values(run, b, topic)) == 2, 5, f"broker {b} to hold m2")
+    freeze(run, b)
+    third = _accepted(run, a, topic, "flushed-only-on-A", 1)
+    sent = Sent()
+    for result, value in ((first, "m1"), (second, "m2"), (third, "flushed-only-on-A")):
+        if result.error_code == 0:
+            sent.acknowledged.append(value)
+            sent.offsets.append(result.base_offset)
+    _record(run, topic, sent)
+    run.frozen.pop(b)  # killed frozen: SIGKILL needs no SIGCONT
+    for victim in (a, b):
+        pid = run.layout.broker_pid(victim).read()
+        record_fault(run.data_dir / TOOLS_TRACE_FILE, "sigkill", f"broker {victim} (pid {pid})", broker_id=victim)
+        os.kill(pid, signal.SIGKILL)
+    for victim in (a, b):
+        wait_until(lambda v=victim: not run.running(v), 10, f"broker {victim} to die")
+    return {"a": a, "b": b, "m2.offset": second.base_offset}
+
+
 def wait_for_leader_change(run: ScenarioRun, topic: str, old: int, timeout_s: float = 30) -> dict[str, Any]:
     """Until ZooKeeper names a leader of partition 0 other than ``old``; fact ``failover_s:TOPIC``."""
     started = time.monotonic()
@@ -315,7 +386,8 @@ def replica_values(run: ScenarioRun, broker_id: int, topic: str) -> list[str | N
 def read_all(run: ScenarioRun, topics: list[str] | None = None, timeout_s: float = 20) -> dict[str, Any]:
     """Reads every replica's log from its segment files, once the live replicas hold the same records (or the
     deadline passed), and counts the acknowledged values missing from the leader's log:
-    ``acknowledged:T``, ``lost:T`` (how many), ``lost_values:T`` (the first few) and ``replicas_agree:T``."""
+    ``acknowledged:T``, ``lost:T`` (how many), ``lost_values:T`` (the first few), ``replicas_agree:T`` and
+    ``divergent_offsets:T`` (the offsets where live replicas hold different values, or one has none)."""
     facts: dict[str, Any] = {}
     for topic in topics or run.topics:
         def agreed(t: str = topic) -> list | None:
@@ -329,7 +401,11 @@ def read_all(run: ScenarioRun, topics: list[str] | None = None, timeout_s: float
             facts[f"replicas_agree:{topic}"] = True
         except ScenarioError:
             facts[f"replicas_agree:{topic}"] = False
-        leader = run.state([topic]).partition(topic, 0).leader
+        view = run.state([topic]).partition(topic, 0)
+        leader = view.leader
+        logs = [replica_values(run, b, topic) for b in view.replicas if run.running(b)]
+        facts[f"divergent_offsets:{topic}"] = [offset for offset in range(max(map(len, logs), default=0))
+                                               if len({tuple(log[offset:offset + 1]) for log in logs}) > 1]
         present = set(replica_values(run, leader, topic)) if leader >= 0 else set()
         lost = [v for v in run.acknowledged.get(topic, []) if v not in present]
         facts |= {f"acknowledged:{topic}": len(run.acknowledged.get(topic, [])), f"lost:{topic}": len(lost),
@@ -359,6 +435,8 @@ ACTIONS: dict[str, Action] = {
     "controlled_shutdown": controlled_shutdown,
     "start": start,
     "acknowledged_then_crash": acknowledged_then_crash,
+    "produce_each": produce_each,
+    "crash_both_with_unflushed_tails": crash_both_with_unflushed_tails,
     "wait_for_leader_change": wait_for_leader_change,
     "wait_for_leader": wait_for_leader,
     "wait_for_isr": wait_for_isr,
