@@ -13,6 +13,7 @@ from typing import Any
 
 from cluster.final_logs import partition_records
 from cluster.lifecycle import start_broker
+from cluster.scenarios import group_actions
 from cluster.scenarios.context import ScenarioError, ScenarioRun, wait_until
 from cluster.scenarios.producers import BackgroundProducer, Sent, send
 from cluster.scenarios.raw_client import RETRIABLE_ROUTING, ProduceResult
@@ -443,4 +444,9 @@ ACTIONS: dict[str, Action] = {
     "wait_for_controller_change": wait_for_controller_change,
     "read_all": read_all,
     "pause": pause,
+    "produce_partitions": group_actions.produce_partitions,
+    "start_consumers": group_actions.start_consumers,
+    "wait_consumed": group_actions.wait_consumed,
+    "kill9_consumer": group_actions.kill9_consumer,
+    "wait_for_takeover": group_actions.wait_for_takeover,
 }

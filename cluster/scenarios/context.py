@@ -48,6 +48,7 @@ class ScenarioRun:
     acknowledged: dict[str, list[str]] = field(default_factory=dict)
     producers: dict[str, Any] = field(default_factory=dict)  # label -> a running BackgroundProducer
     frozen: dict[int, int] = field(default_factory=dict)  # broker -> pid of a broker stopped with SIGSTOP
+    consumers: dict[str, Any] = field(default_factory=dict)  # "GROUP/N" -> a GroupConsumerProcess
 
     @property
     def layout(self) -> ClusterLayout:

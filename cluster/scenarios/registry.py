@@ -9,6 +9,7 @@ from cluster.scenarios.library import (
     controller_failover,
     double_crash_divergence,
     epoch_fencing,
+    group_rebalance,
     hw_truncation,
     leader_failover,
     min_insync_replicas,
@@ -32,6 +33,7 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     double_crash_divergence.EPOCHS,
     unclean_leader_changes.SCENARIO,
     unclean_leader_changes.KIP279,
+    group_rebalance.SCENARIO,
 )}
 
 

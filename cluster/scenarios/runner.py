@@ -71,6 +71,8 @@ def run_scenario(scenario: Scenario, options: Options, data_dir: Path, console: 
     finally:
         for producer in list(run.producers.values()):
             producer.stop()
+        for consumer in run.consumers.values():
+            consumer.stop()
         for broker in list(run.frozen):
             thaw(run, broker)  # a story that failed between freeze and thaw leaves no broker stopped
         out.mkdir(parents=True, exist_ok=True)
@@ -119,8 +121,8 @@ def _create_topics(scenario: Scenario, run: ScenarioRun) -> None:
             first = {"controller": [controller], "not-controller": others[:1]}.get(topic.leader or "", [])
             replicas = (first + [b for b in [*others, controller] if b not in first])[:topic.replicas]
         chosen[topic.name] = replicas
-        run.zk(lambda zk, t=topic, r=replicas: create_topic(zk, t.name, 1, len(r), dict(t.config),
-                                                            assignment={0: list(r)}))
+        run.zk(lambda zk, t=topic, r=replicas: create_topic(zk, t.name, t.partitions, len(r), dict(t.config),
+                                                            assignment={p: list(r) for p in range(t.partitions)}))
     for topic, replicas in chosen.items():
         wait_until(lambda t=topic, r=replicas: (v := run.state([t]).partition(t, 0)) is not None
                    and v.leader == r[0] and sorted(v.isr) == sorted(r), 20, f"{topic} to be led by {replicas[0]}")
