@@ -14,7 +14,7 @@ from typing import Any
 from cluster.final_logs import partition_records
 from cluster.lifecycle import start_broker
 from cluster.scenarios import group_actions
-from cluster.scenarios.context import ScenarioError, ScenarioRun, wait_until
+from cluster.scenarios.context import HISTORY_FILE, ScenarioError, ScenarioRun, wait_until
 from cluster.scenarios.producers import BackgroundProducer, Sent, send
 from cluster.scenarios.raw_client import RETRIABLE_ROUTING, ProduceResult
 from cluster.scenarios.raw_client import offset_for_leader_epoch
@@ -22,7 +22,6 @@ from cluster.scenarios.raw_client import produce as raw_produce
 from traces.faults import TOOLS_TRACE_FILE, record_fault
 from traces.history import AcknowledgedWrite
 
-HISTORY_FILE = "scenario-history.jsonl"  # every acknowledged write, for the analysis's missing-writes job
 
 Action = Callable[..., dict[str, Any]]
 

@@ -16,6 +16,7 @@ from traces.events import parse_line
 from zk.client import ZkClient, connected
 
 T = TypeVar("T")
+HISTORY_FILE = "scenario-history.jsonl"  # every acknowledged write, for the analysis's missing-writes job
 
 
 class ScenarioError(ClusterError):

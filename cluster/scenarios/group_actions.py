@@ -12,11 +12,9 @@ from typing import Any
 from confluent_kafka import Producer
 
 from cluster.group_consumer import GroupConsumerProcess, owned_exactly_once
-from cluster.scenarios.context import ScenarioError, ScenarioRun, wait_until
+from cluster.scenarios.context import HISTORY_FILE, ScenarioError, ScenarioRun, wait_until
 from traces.faults import TOOLS_TRACE_FILE, record_fault
 from traces.history import AcknowledgedWrite
-
-HISTORY_FILE = "scenario-history.jsonl"  # as cluster.scenarios.actions writes it
 
 
 def produce_partitions(run: ScenarioRun, topic: str, partitions: int, count: int, label: str) -> dict[str, Any]:
