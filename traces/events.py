@@ -280,6 +280,20 @@ class FaultInjected(TraceEvent):
     detail: str = ""
 
 
+class ScenarioStep(TraceEvent):
+    """A classroom scenario began a step (``outcome`` "started", with its narration and predictions) or finished
+    it ("held", "did not hold"). Written by ``kafkasim scenario run`` into the tools' trace."""
+
+    event: Literal["scenario_step"] = "scenario_step"
+    scenario: str
+    step: int
+    steps: int
+    narration: str
+    prediction: str = ""   # the step's predictions, "; "-separated; empty for a step that predicts nothing
+    outcome: Literal["started", "held", "did not hold"] = "started"
+    detail: str = ""       # on "did not hold": what was measured instead
+
+
 class TraceEventsDropped(TraceEvent):
     """Written as soon as the buffer has room again: this many events were lost before this line."""
 
@@ -293,7 +307,7 @@ AnyTraceEvent = Annotated[
     | ControlRequestReceived | ControlRequestApplied | ReplicaRoleChanged | ControlledShutdownStep | BrokerStopped
     | LogDirFailed | ProduceAcknowledged | IsrChanged | FollowerTruncated | HighWatermarkUpdated
     | FollowerFetchStateUpdated | FetchServed | DelayedOperationFinished | GroupStateChanged | FaultInjected
-    | TraceEventsDropped,
+    | ScenarioStep | TraceEventsDropped,
     Field(discriminator="event"),
 ]
 

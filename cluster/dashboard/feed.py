@@ -57,6 +57,13 @@ def _fault(e: te.FaultInjected) -> str:
     return f"fault: {e.action} {e.target}{detail}"
 
 
+def _scenario_step(e: te.ScenarioStep) -> str:
+    where = f"scenario {e.scenario}, step {e.step}/{e.steps}"
+    if e.outcome == "started":
+        return f"{where}: {e.narration}" + (f" — Kafka predicts {e.prediction}" if e.prediction else "")
+    return f"{where}: {e.prediction} {e.outcome}" + (f" ({e.detail})" if e.detail else "")
+
+
 def _session(e: te.SessionStateChanged) -> str | None:
     if e.state == "expired":
         return f"broker {e.broker_id}'s ZooKeeper session expired"
@@ -90,6 +97,7 @@ SENTENCES: dict[type[te.TraceEvent], Callable] = {
     te.GroupStateChanged: lambda e: (f"group {e.group_id}: {e.old_state} → {e.new_state}, generation "
                                      f"{e.generation_id}, {e.members} members"),
     te.FaultInjected: _fault,
+    te.ScenarioStep: _scenario_step,
     te.TraceEventsDropped: lambda e: f"broker {e.broker_id} dropped {e.dropped_total} trace events",
 }
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import time
 from collections.abc import Callable
@@ -12,14 +13,15 @@ from typing import Any
 
 from cluster.final_logs import partition_records
 from cluster.lifecycle import start_broker
-from cluster.scenarios.context import ScenarioError, ScenarioRun, wait_until
+from cluster.scenarios import group_actions
+from cluster.scenarios.context import HISTORY_FILE, ScenarioError, ScenarioRun, wait_until
 from cluster.scenarios.producers import BackgroundProducer, Sent, send
 from cluster.scenarios.raw_client import RETRIABLE_ROUTING, ProduceResult
+from cluster.scenarios.raw_client import offset_for_leader_epoch
 from cluster.scenarios.raw_client import produce as raw_produce
 from traces.faults import TOOLS_TRACE_FILE, record_fault
 from traces.history import AcknowledgedWrite
 
-HISTORY_FILE = "scenario-history.jsonl"  # every acknowledged write, for the analysis's missing-writes job
 
 Action = Callable[..., dict[str, Any]]
 
@@ -125,6 +127,57 @@ def kill9(run: ScenarioRun, broker: int | list[int] | None = None, leader_of: st
     return {"killed": victims[0] if len(victims) == 1 else victims}
 
 
+def freeze(run: ScenarioRun, broker: int | list[int] | None = None, leader_of: str | None = None,
+           followers_of: str | None = None) -> dict[str, Any]:
+    """SIGSTOP: the broker is alive but silent (a long GC pause, a frozen VM); past its session timeout ZooKeeper
+    expires its session. Fact ``frozen`` (the broker). ``thaw`` resumes it; the runner does if a step fails."""
+    victims = _targets(run, broker, leader_of, False, followers_of)
+    for victim in victims:
+        pid = run.layout.broker_pid(victim).read()
+        if pid is None:
+            raise ScenarioError(f"broker {victim} is not running")
+        record_fault(run.data_dir / TOOLS_TRACE_FILE, "sigstop", f"broker {victim} (pid {pid})", broker_id=victim)
+        os.kill(pid, signal.SIGSTOP)
+        run.frozen[victim] = pid
+    return {"frozen": victims[0] if len(victims) == 1 else victims}
+
+
+def thaw(run: ScenarioRun, broker: int | list[int]) -> dict[str, Any]:
+    """SIGCONT to brokers ``freeze`` stopped: they go on from where they were, believing what they believed."""
+    for victim in broker if isinstance(broker, list) else [broker]:
+        pid = run.frozen.pop(int(victim))
+        record_fault(run.data_dir / TOOLS_TRACE_FILE, "sigcont", f"broker {victim} (pid {pid})", broker_id=victim)
+        try:
+            os.kill(pid, signal.SIGCONT)
+        except ProcessLookupError:
+            pass
+    return {}
+
+
+def wait_for_fenced(run: ScenarioRun, broker: int, timeout_s: float = 20) -> dict[str, Any]:
+    """Until the follower ``broker`` logs that its leader refused a fetch as FENCED_LEADER_EPOCH (KIP-320).
+    Facts ``fenced_by`` (the leader) and ``fenced_epoch`` (the old epoch the follower still believed in)."""
+    pattern = re.compile(r"fenced by leader (\d+) \(our epoch (\d+) is old\)")
+
+    def fenced() -> re.Match | None:
+        path = run.layout.broker_log(int(broker))
+        return next((m for m in map(pattern.search, path.read_text(errors="replace").splitlines()) if m), None)
+
+    found = wait_until(fenced, timeout_s, f"broker {broker} to be fenced by its leader's epoch")
+    return {"fenced_by": int(found.group(1)), "fenced_epoch": int(found.group(2))}
+
+
+def ask_epoch_end(run: ScenarioRun, topic: str, current_leader_epoch: int, leader_epoch: int, label: str
+                  ) -> dict[str, Any]:
+    """OffsetForLeaderEpoch to the leader of ``topic``-0, as a client believing in ``current_leader_epoch``:
+    facts ``LABEL.error`` (NONE, FENCED_LEADER_EPOCH for an older epoch, UNKNOWN_LEADER_EPOCH for a newer one)
+    and ``LABEL.end_offset`` (where ``leader_epoch`` ends)."""
+    target = run.spec.broker(_broker(run, leader_of=topic))
+    answer = offset_for_leader_epoch(target.host, target.client_port, topic, int(current_leader_epoch),
+                                     int(leader_epoch))
+    return {f"{label}.error": answer.error_name, f"{label}.end_offset": answer.end_offset}
+
+
 def kill_leader_while_followers_lag(run: ScenarioRun, topic: str, label: str, acknowledged: int = 20
                                     ) -> dict[str, Any]:
     """The followers of ``topic`` are frozen (SIGSTOP) while the background producer ``label`` gets
@@ -217,12 +270,90 @@ def acknowledged_then_crash(run: ScenarioRun, topic: str) -> dict[str, Any]:
             "m2.offset": second.base_offset}
 
 
+def _accepted(run: ScenarioRun, broker: int, topic: str, value: str, acks: int, timeout_s: float = 15
+              ) -> ProduceResult:
+    """One value, one batch, to ``broker``, retried while it does not know yet that it leads."""
+    target = run.spec.broker(broker)
+
+    def attempt() -> ProduceResult | None:
+        result = raw_produce(target.host, target.client_port, topic, [value.encode()], acks=acks)
+        return None if result.error_code in RETRIABLE_ROUTING else result
+
+    return wait_until(attempt, timeout_s, f"broker {broker} to accept a write to {topic}-0")
+
+
+def produce_each(run: ScenarioRun, topic: str, values: list[str], acks: int | str = 1, label: str | None = None
+                 ) -> dict[str, Any]:
+    """Each value in a batch of its own to the leader of ``topic``-0 (as Kafka's acceptance tests send them):
+    facts ``LABEL.acknowledged``, ``LABEL.offsets``."""
+    label = label or f"produce-{topic}"
+    leader = _broker(run, leader_of=topic)
+    sent = Sent()
+    for value in values:
+        result = _accepted(run, leader, topic, value, -1 if acks == "all" else int(acks))
+        if result.error_code == 0:
+            sent.acknowledged.append(value)
+            sent.offsets.append(result.base_offset)
+        else:
+            sent.failed.append(value)
+    _record(run, topic, sent)
+    return {f"{label}.acknowledged": len(sent.acknowledged), f"{label}.offsets": sent.offsets}
+
+
+def _high_watermark_checkpoint(run: ScenarioRun, broker: int, topic: str) -> int | None:
+    """The broker's replication-offset-checkpoint entry for ``topic``-0 (written every 5 s and at shutdown)."""
+    path = run.layout.broker_dir(broker) / "logs" / "replication-offset-checkpoint"
+    if not path.exists():
+        return None
+    for line in path.read_text().splitlines()[2:]:
+        name, partition, offset = line.split()
+        if (name, int(partition)) == (topic, 0):
+            return int(offset)
+    return None
+
+
+def crash_both_with_unflushed_tails(run: ScenarioRun, topic: str) -> dict[str, Any]:
+    """KIP-101's scenario 2, steered (the brokers lose what was never fsynced on kill -9, and each segment holds
+    one batch, so an append rolls and flushes the one before): m1 and m2 with acks=all to the leader A, until A
+    checkpointed HW 2 and the follower B holds m2; B frozen (SIGSTOP), one more value to A with acks=1 (its roll
+    flushes A's m2, B's m2 stays unflushed); then kill -9 of both. Facts ``a``, ``b``, ``m2.offset``."""
+    view = run.state([topic]).partition(topic, 0)
+    a, b = view.leader, next(r for r in view.replicas if r != view.leader)
+    first = _accepted(run, a, topic, "m1", -1)
+    second = _accepted(run, a, topic, "m2", -1)
+    wait_until(lambda: _high_watermark_checkpoint(run, a, topic) == 2, 15, f"broker {a} to checkpoint HW 2")
+    wait_until(lambda: len(replica_values(run, b, topic)) == 2, 5, f"broker {b} to hold m2")
+    freeze(run, b)
+    third = _accepted(run, a, topic, "flushed-only-on-A", 1)
+    sent = Sent()
+    for result, value in ((first, "m1"), (second, "m2"), (third, "flushed-only-on-A")):
+        if result.error_code == 0:
+            sent.acknowledged.append(value)
+            sent.offsets.append(result.base_offset)
+    _record(run, topic, sent)
+    run.frozen.pop(b)  # killed frozen: SIGKILL needs no SIGCONT
+    for victim in (a, b):
+        pid = run.layout.broker_pid(victim).read()
+        record_fault(run.data_dir / TOOLS_TRACE_FILE, "sigkill", f"broker {victim} (pid {pid})", broker_id=victim)
+        os.kill(pid, signal.SIGKILL)
+    for victim in (a, b):
+        wait_until(lambda v=victim: not run.running(v), 10, f"broker {victim} to die")
+    return {"a": a, "b": b, "m2.offset": second.base_offset}
+
+
 def wait_for_leader_change(run: ScenarioRun, topic: str, old: int, timeout_s: float = 30) -> dict[str, Any]:
     """Until ZooKeeper names a leader of partition 0 other than ``old``; fact ``failover_s:TOPIC``."""
     started = time.monotonic()
     wait_until(lambda: (v := run.state([topic]).partition(topic, 0)) and v.leader not in (old, -1), timeout_s,
                f"a new leader of {topic}-0")
     return {f"failover_s:{topic}": round(time.monotonic() - started, 2)}
+
+
+def wait_for_leader(run: ScenarioRun, topic: str, leader: int, timeout_s: float = 30) -> dict[str, Any]:
+    """Until ZooKeeper names ``leader`` the leader of partition 0 (-1: until it is offline, without a leader)."""
+    wait_until(lambda: (v := run.state([topic]).partition(topic, 0)) is not None and v.leader == int(leader),
+               timeout_s, f"{topic}-0 to be led by {leader}" if int(leader) >= 0 else f"{topic}-0 to be offline")
+    return {}
 
 
 def wait_for_isr(run: ScenarioRun, topic: str, size: int | None = None, without: int | list[int] | None = None,
@@ -255,7 +386,8 @@ def replica_values(run: ScenarioRun, broker_id: int, topic: str) -> list[str | N
 def read_all(run: ScenarioRun, topics: list[str] | None = None, timeout_s: float = 20) -> dict[str, Any]:
     """Reads every replica's log from its segment files, once the live replicas hold the same records (or the
     deadline passed), and counts the acknowledged values missing from the leader's log:
-    ``acknowledged:T``, ``lost:T`` (how many), ``lost_values:T`` (the first few) and ``replicas_agree:T``."""
+    ``acknowledged:T``, ``lost:T`` (how many), ``lost_values:T`` (the first few), ``replicas_agree:T`` and
+    ``divergent_offsets:T`` (the offsets where live replicas hold different values, or one has none)."""
     facts: dict[str, Any] = {}
     for topic in topics or run.topics:
         def agreed(t: str = topic) -> list | None:
@@ -269,7 +401,11 @@ def read_all(run: ScenarioRun, topics: list[str] | None = None, timeout_s: float
             facts[f"replicas_agree:{topic}"] = True
         except ScenarioError:
             facts[f"replicas_agree:{topic}"] = False
-        leader = run.state([topic]).partition(topic, 0).leader
+        view = run.state([topic]).partition(topic, 0)
+        leader = view.leader
+        logs = [replica_values(run, b, topic) for b in view.replicas if run.running(b)]
+        facts[f"divergent_offsets:{topic}"] = [offset for offset in range(max(map(len, logs), default=0))
+                                               if len({tuple(log[offset:offset + 1]) for log in logs}) > 1]
         present = set(replica_values(run, leader, topic)) if leader >= 0 else set()
         lost = [v for v in run.acknowledged.get(topic, []) if v not in present]
         facts |= {f"acknowledged:{topic}": len(run.acknowledged.get(topic, [])), f"lost:{topic}": len(lost),
@@ -291,13 +427,25 @@ ACTIONS: dict[str, Action] = {
     "wait_for_acks": wait_for_acks,
     "stop_producer": stop_producer,
     "kill9": kill9,
+    "freeze": freeze,
+    "thaw": thaw,
+    "wait_for_fenced": wait_for_fenced,
+    "ask_epoch_end": ask_epoch_end,
     "kill_leader_while_followers_lag": kill_leader_while_followers_lag,
     "controlled_shutdown": controlled_shutdown,
     "start": start,
     "acknowledged_then_crash": acknowledged_then_crash,
+    "produce_each": produce_each,
+    "crash_both_with_unflushed_tails": crash_both_with_unflushed_tails,
     "wait_for_leader_change": wait_for_leader_change,
+    "wait_for_leader": wait_for_leader,
     "wait_for_isr": wait_for_isr,
     "wait_for_controller_change": wait_for_controller_change,
     "read_all": read_all,
     "pause": pause,
+    "produce_partitions": group_actions.produce_partitions,
+    "start_consumers": group_actions.start_consumers,
+    "wait_consumed": group_actions.wait_consumed,
+    "kill9_consumer": group_actions.kill9_consumer,
+    "wait_for_takeover": group_actions.wait_for_takeover,
 }

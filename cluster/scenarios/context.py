@@ -16,6 +16,7 @@ from traces.events import parse_line
 from zk.client import ZkClient, connected
 
 T = TypeVar("T")
+HISTORY_FILE = "scenario-history.jsonl"  # every acknowledged write, for the analysis's missing-writes job
 
 
 class ScenarioError(ClusterError):
@@ -36,6 +37,8 @@ class ScenarioRun:
     # topic -> values acknowledged to a producer, in order
     acknowledged: dict[str, list[str]] = field(default_factory=dict)
     producers: dict[str, Any] = field(default_factory=dict)  # label -> a running BackgroundProducer
+    frozen: dict[int, int] = field(default_factory=dict)  # broker -> pid of a broker stopped with SIGSTOP
+    consumers: dict[str, Any] = field(default_factory=dict)  # "GROUP/N" -> a GroupConsumerProcess
 
     @property
     def layout(self) -> ClusterLayout:

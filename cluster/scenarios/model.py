@@ -71,6 +71,7 @@ class Topic:
     leader: str | None = None
     # another topic whose replica list this one copies, so several topics share one leader (acks side by side)
     same_replicas_as: str | None = None
+    partitions: int = 1  # each with the same replicas; the observer and read_all look at partition 0
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
-"""A produce request sent to one chosen broker, whatever the metadata says (kafka-python's protocol classes), for
-stories that must decide who receives a write and act in the instant after its acknowledgement."""
+"""Requests sent to one chosen broker, whatever the metadata says (kafka-python's protocol classes): a produce for
+stories that must decide who receives a write and act in the instant after its acknowledgement, and the
+OffsetForLeaderEpoch a KIP-320 client sends, to show a leader fencing an old epoch."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import struct
 import time
 import warnings
 from dataclasses import dataclass
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
@@ -16,9 +18,11 @@ from broker.log.records import Record, build_batch
 with warnings.catch_warnings():
     # kafka-python loads its message specs through importlib.resources calls deprecated since Python 3.11
     warnings.simplefilter("ignore", DeprecationWarning)
+    from kafka.protocol.consumer.offsets import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
     from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
 
 PRODUCE_VERSION = 8
+OFFSET_FOR_LEADER_EPOCH_VERSION = 3
 # a leader that has not applied its LeaderAndIsr yet, or moved: a client refreshes its metadata and retries
 RETRIABLE_ROUTING = {e.value for e in (ErrorCode.unknown_topic_or_partition, ErrorCode.leader_not_available,
                                        ErrorCode.not_leader_or_follower, ErrorCode.unknown_leader_epoch,
@@ -43,13 +47,41 @@ def produce(host: str, port: int, topic: str, values: list[bytes], acks: int, ti
         ProduceRequest.TopicProduceData(name=topic, partition_data=[
             ProduceRequest.TopicProduceData.PartitionProduceData(
                 index=0, records=build_batch([Record(None, value, now) for value in values]))])])
-    request.with_header(correlation_id=1, client_id="kafkasim-scenario")
-    with socket.create_connection((host, port), timeout=timeout_ms / 1000 + 10) as sock:
-        sock.sendall(request.encode(version=PRODUCE_VERSION, header=True, framed=True))
-        size = struct.unpack(">i", _read(sock, 4))[0]
-        response = ProduceResponse.decode(_read(sock, size), version=PRODUCE_VERSION, header=True)
+    response = _call(host, port, request, PRODUCE_VERSION, ProduceResponse, timeout_ms / 1000 + 10)
     answer = response.responses[0].partition_responses[0]
     return ProduceResult(answer.error_code, answer.base_offset)
+
+
+@dataclass(frozen=True)
+class EpochEnd:
+    error_code: int
+    leader_epoch: int
+    end_offset: int
+
+    @property
+    def error_name(self) -> str:
+        return ErrorCode(self.error_code).name.upper()
+
+
+def offset_for_leader_epoch(host: str, port: int, topic: str, current_leader_epoch: int, leader_epoch: int
+                            ) -> EpochEnd:
+    """Where ``leader_epoch`` ends on partition 0, asked as a consumer (replica -1) that believes the leader is in
+    ``current_leader_epoch``: OffsetForLeaderEpoch v3."""
+    request = OffsetForLeaderEpochRequest(replica_id=-1, topics=[
+        OffsetForLeaderEpochRequest.OffsetForLeaderTopic(topic=topic, partitions=[
+            OffsetForLeaderEpochRequest.OffsetForLeaderTopic.OffsetForLeaderPartition(
+                partition=0, current_leader_epoch=current_leader_epoch, leader_epoch=leader_epoch)])])
+    response = _call(host, port, request, OFFSET_FOR_LEADER_EPOCH_VERSION, OffsetForLeaderEpochResponse, 15)
+    answer = response.topics[0].partitions[0]
+    return EpochEnd(answer.error_code, answer.leader_epoch, answer.end_offset)
+
+
+def _call(host: str, port: int, request: Any, version: int, response_class: Any, timeout_s: float) -> Any:
+    request.with_header(correlation_id=1, client_id="kafkasim-scenario")
+    with socket.create_connection((host, port), timeout=timeout_s) as sock:
+        sock.sendall(request.encode(version=version, header=True, framed=True))
+        size = struct.unpack(">i", _read(sock, 4))[0]
+        return response_class.decode(_read(sock, size), version=version, header=True)
 
 
 def _read(sock: socket.socket, n: int) -> bytes:

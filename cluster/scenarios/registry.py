@@ -7,9 +7,14 @@ from cluster.scenarios.library import (
     acks_side_by_side,
     controlled_shutdown,
     controller_failover,
+    double_crash_divergence,
+    epoch_fencing,
+    group_rebalance,
     hw_truncation,
     leader_failover,
     min_insync_replicas,
+    unclean_election,
+    unclean_leader_changes,
 )
 from cluster.scenarios.model import Scenario
 
@@ -22,6 +27,13 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     controlled_shutdown.SCENARIO,
     hw_truncation.SCENARIO,
     hw_truncation.EPOCHS,
+    unclean_election.SCENARIO,
+    epoch_fencing.SCENARIO,
+    double_crash_divergence.SCENARIO,
+    double_crash_divergence.EPOCHS,
+    unclean_leader_changes.SCENARIO,
+    unclean_leader_changes.KIP279,
+    group_rebalance.SCENARIO,
 )}
 
 

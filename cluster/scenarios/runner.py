@@ -17,12 +17,13 @@ from rich.table import Table
 
 from cluster.lifecycle import down, up
 from cluster.processes import ClusterError, ClusterLayout
-from cluster.scenarios.actions import ACTIONS
+from cluster.scenarios.actions import ACTIONS, thaw
 from cluster.scenarios.context import ScenarioError, ScenarioRun, wait_until
 from cluster.scenarios.model import Scenario, Verdict, check, resolve, show
 from cluster.scenarios.observer import observe
 from cluster.traces_cmd import collect
 from traces import events as te
+from traces.faults import TOOLS_TRACE_FILE, record
 from zk.admin import create_topic
 from zk.znodes import TopicZNode
 
@@ -61,7 +62,7 @@ def run_scenario(scenario: Scenario, options: Options, data_dir: Path, console: 
         run.facts |= facts
         console.print(table)
         for number, step in enumerate(scenario.steps, 1):
-            verdicts += _step(run, number, len(scenario.steps), step, options, console)
+            verdicts += _step(run, scenario.name, number, len(scenario.steps), step, options, console)
     except (ScenarioError, ClusterError) as exc:
         error = str(exc)
     except Exception as exc:  # a bug of the scenario (an action's wrong argument...): still a report and a cleanup
@@ -70,6 +71,10 @@ def run_scenario(scenario: Scenario, options: Options, data_dir: Path, console: 
     finally:
         for producer in list(run.producers.values()):
             producer.stop()
+        for consumer in run.consumers.values():
+            consumer.stop()
+        for broker in list(run.frozen):
+            thaw(run, broker)  # a story that failed between freeze and thaw leaves no broker stopped
         out.mkdir(parents=True, exist_ok=True)
         _finish(scenario, run, out, own_cluster, options, verdicts, error, console)
     if error is not None:
@@ -116,8 +121,8 @@ def _create_topics(scenario: Scenario, run: ScenarioRun) -> None:
             first = {"controller": [controller], "not-controller": others[:1]}.get(topic.leader or "", [])
             replicas = (first + [b for b in [*others, controller] if b not in first])[:topic.replicas]
         chosen[topic.name] = replicas
-        run.zk(lambda zk, t=topic, r=replicas: create_topic(zk, t.name, 1, len(r), dict(t.config),
-                                                            assignment={0: list(r)}))
+        run.zk(lambda zk, t=topic, r=replicas: create_topic(zk, t.name, t.partitions, len(r), dict(t.config),
+                                                            assignment={p: list(r) for p in range(t.partitions)}))
     for topic, replicas in chosen.items():
         wait_until(lambda t=topic, r=replicas: (v := run.state([t]).partition(t, 0)) is not None
                    and v.leader == r[0] and sorted(v.isr) == sorted(r), 20, f"{topic} to be led by {replicas[0]}")
@@ -126,12 +131,15 @@ def _create_topics(scenario: Scenario, run: ScenarioRun) -> None:
                                                      for e in run.traces(b)), 15, f"broker {broker} to host {topic}")
 
 
-def _step(run: ScenarioRun, number: int, total: int, step: Any, options: Options, console: Console) -> list[Verdict]:
+def _step(run: ScenarioRun, name: str, number: int, total: int, step: Any, options: Options, console: Console
+          ) -> list[Verdict]:
     console.rule(f"step {number}/{total}")
     console.print(step.narration)
     for expect in step.expect:
         why = f"  ({expect.why})" if expect.why else ""
         console.print(f"  [cyan]Kafka predicts[/cyan]: {expect.describe(run.facts)}{why}")
+    prediction = "; ".join(expect.describe(run.facts) for expect in step.expect)
+    _narrate(run, name, number, total, step.narration, prediction, "started")
     if options.pace == "step":
         console.input("[dim]press Enter to go on[/dim] ")
     run.facts |= {name: run.facts[fact] for name, fact in step.remember.items() if fact in run.facts}
@@ -154,9 +162,21 @@ def _step(run: ScenarioRun, number: int, total: int, step: Any, options: Options
         console.print(f"  {_held(verdict)}: {verdict.expect.fact} = {show(verdict.measured)} "
                       f"(predicted {verdict.expect.comparison} {show(verdict.expected)})"
                       + (f" — {verdict.problem}" if verdict.problem else ""))
+    if verdicts:
+        missed = [v for v in verdicts if not v.held]
+        _narrate(run, name, number, total, step.narration, prediction, "did not hold" if missed else "held",
+                 "; ".join(f"{v.expect.fact} = {show(v.measured)}" for v in missed))
     if options.speed != float("inf") and number < total:
         time.sleep(NARRATION_PAUSE_S / options.speed)
     return verdicts
+
+
+def _narrate(run: ScenarioRun, name: str, number: int, total: int, narration: str, prediction: str, outcome: str,
+             detail: str = "") -> None:
+    """The step in the tools' trace of the cluster, where the dashboard's feed tells it beside the faults."""
+    record(run.data_dir / TOOLS_TRACE_FILE, te.ScenarioStep(
+        ts_ms=time.time() * 1000, mono_ns=time.monotonic_ns(), scenario=name, step=number, steps=total,
+        narration=narration, prediction=prediction, outcome=outcome, detail=detail))  # type: ignore[arg-type]
 
 
 def _held(verdict: Verdict) -> str:

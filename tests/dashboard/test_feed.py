@@ -96,3 +96,25 @@ def test_lines_the_feed_does_not_tell_are_skipped_unparsed(tmp_path: Path):
         out.write(te.BrokerRegistered(broker_id=1, broker_epoch=7, endpoints=[]).model_dump_json() + "\n")
     assert [e.event for e in TraceFollower(path, "broker 1").poll()] == ["broker_registered"]
     assert len(TraceFollower(path, "broker 1", told_only=False).poll()) == 2
+
+
+def test_a_scenario_step_is_told_with_its_narration_and_prediction_then_its_outcome():
+    started = te.ScenarioStep(scenario="leader-failover", step=3, steps=7, narration="kill -9 the leader.",
+                              prediction="leader:events != 2 ($killed)")
+    assert sentence(started) == ("scenario leader-failover, step 3/7: kill -9 the leader. — Kafka predicts "
+                                 "leader:events != 2 ($killed)")
+    held = started.model_copy(update={"outcome": "held"})
+    assert sentence(held) == "scenario leader-failover, step 3/7: leader:events != 2 ($killed) held"
+    missed = started.model_copy(update={"outcome": "did not hold", "detail": "leader:events = 2"})
+    assert sentence(missed).endswith("did not hold (leader:events = 2)")
+    quiet = te.ScenarioStep(scenario="s", step=1, steps=2, narration="Bring it back.")
+    assert sentence(quiet) == "scenario s, step 1/2: Bring it back."
+
+
+def test_the_feed_follows_scenario_steps_in_the_tools_trace(tmp_path):
+    from traces.faults import record
+    path = tmp_path / "tools-trace.jsonl"
+    feed = Feed([TraceFollower(path, "tools")])
+    record(path, te.ScenarioStep(ts_ms=1.0, scenario="s", step=1, steps=1, narration="Go.", prediction="x == 1"))
+    [line] = feed.poll()
+    assert (line.source, line.kind) == ("tools", "scenario_step") and "Kafka predicts x == 1" in line.text

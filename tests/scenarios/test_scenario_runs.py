@@ -20,6 +20,8 @@ from cluster.scenarios.model import Expect
 from cluster.scenarios.registry import DEMO, SCENARIOS
 from cluster.scenarios.runner import Options, run_scenario
 from tests.harness import own_cluster
+from traces import events as te
+from traces.events import parse_line
 
 pytestmark = [pytest.mark.processes, pytest.mark.slow]
 
@@ -42,6 +44,13 @@ def test_the_scenario_reaches_its_documented_outcome(tmp_path, name):
     assert list((out / "final-logs").rglob("broker-*.jsonl"))
     assert list((out / "history").rglob("scenario-history.jsonl"))
     assert not out.with_name("run.cluster").exists(), "the scenario's own cluster is taken down and removed"
+    # every step's start and outcome is in the tools' trace, where the dashboard's feed tells it
+    [tools] = list((out / "traces").rglob("tools-trace.jsonl"))
+    steps = [e for e in map(parse_line, tools.read_text().splitlines()) if isinstance(e, te.ScenarioStep)]
+    assert {e.step for e in steps if e.outcome == "started"} == set(range(1, len(SCENARIOS[name].steps) + 1))
+    assert all(e.scenario == name for e in steps)
+    predicting = sum(1 for step in SCENARIOS[name].steps if step.expect)
+    assert [e.outcome for e in steps if e.outcome != "started"] == ["held"] * predicting
 
 
 def test_a_wrong_prediction_is_reported_as_not_holding_with_what_was_measured(tmp_path):
