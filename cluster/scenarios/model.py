@@ -85,6 +85,9 @@ class Scenario:
     profile: str = "classroom"
     overrides: Mapping[str, str] = field(default_factory=dict)
     next_steps: tuple[str, ...] = ()  # printed at the end: what to try next
+    # the pause after each step at --speed 1, for the class to read the tables; a story of many short steps
+    # (four elections in a row) pauses less so that --auto still tells it within a minute
+    pause_s: float = 2.0
 
 
 @dataclass(frozen=True)

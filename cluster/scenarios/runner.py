@@ -27,14 +27,13 @@ from traces.faults import TOOLS_TRACE_FILE, record
 from zk.admin import create_topic
 from zk.znodes import TopicZNode
 
-NARRATION_PAUSE_S = 2.0  # between steps at --speed 1, for the class to read the tables
 EXIT_HELD, EXIT_NOT_HELD, EXIT_ERROR = 0, 1, 2
 
 
 @dataclass
 class Options:
     pace: str = "auto"             # "auto" runs through, "step" waits for Enter before each step
-    speed: float = 1.0             # pauses are NARRATION_PAUSE_S / speed ("inf": none)
+    speed: float = 1.0             # pauses are the scenario's pause_s / speed ("inf": none)
     keep: bool = False             # leave the cluster running
     out: Path | None = None        # the run folder
     existing: Path | None = None   # the data dir of a running cluster to use instead of starting one
@@ -62,7 +61,8 @@ def run_scenario(scenario: Scenario, options: Options, data_dir: Path, console: 
         run.facts |= facts
         console.print(table)
         for number, step in enumerate(scenario.steps, 1):
-            verdicts += _step(run, scenario.name, number, len(scenario.steps), step, options, console)
+            verdicts += _step(run, scenario.name, number, len(scenario.steps), step, options, console,
+                              scenario.pause_s)
     except (ScenarioError, ClusterError) as exc:
         error = str(exc)
     except Exception as exc:  # a bug of the scenario (an action's wrong argument...): still a report and a cleanup
@@ -131,8 +131,8 @@ def _create_topics(scenario: Scenario, run: ScenarioRun) -> None:
                                                      for e in run.traces(b)), 15, f"broker {broker} to host {topic}")
 
 
-def _step(run: ScenarioRun, name: str, number: int, total: int, step: Any, options: Options, console: Console
-          ) -> list[Verdict]:
+def _step(run: ScenarioRun, name: str, number: int, total: int, step: Any, options: Options, console: Console,
+          pause_s: float) -> list[Verdict]:
     console.rule(f"step {number}/{total}")
     console.print(step.narration)
     for expect in step.expect:
@@ -167,7 +167,7 @@ def _step(run: ScenarioRun, name: str, number: int, total: int, step: Any, optio
         _narrate(run, name, number, total, step.narration, prediction, "did not hold" if missed else "held",
                  "; ".join(f"{v.expect.fact} = {show(v.measured)}" for v in missed))
     if options.speed != float("inf") and number < total:
-        time.sleep(NARRATION_PAUSE_S / options.speed)
+        time.sleep(pause_s / options.speed)
     return verdicts
 
 

@@ -20,6 +20,7 @@ def story(rule: str, name: str) -> Scenario:
         summary=f"kafkasim.replica.truncation.rule={rule}, unclean.leader.election.enable=true. Two brokers take "
                 f"turns leading '{TOPIC}' alone, four elections in a row, each writing values the other never sees.",
         brokers=2,
+        pause_s=0.25,   # 19 steps: --step is the pace to teach it at
         topics=(Topic(TOPIC, replicas=2, leader="controller"),),
         overrides={"kafkasim.replica.truncation.rule": rule, "unclean.leader.election.enable": "true"},
         steps=(
