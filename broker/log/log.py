@@ -283,6 +283,12 @@ class Log:
     # --------------------------------------------------------------------------------------- append
 
     @_storage_guarded("appending records to")
+    def check_online(self) -> None:
+        """Raises KafkaStorageError once this log's directory is offline. Kafka's Log.append validates a client
+        batch (CRC, producer sequence) inside maybeHandleIOException, whose first step refuses an offline
+        directory: a leader answers KAFKA_STORAGE_ERROR there, never a verdict on the batch's sequence."""
+
+    @_storage_guarded("appending records to")
     def append_as_leader(self, records: bytes | bytearray | memoryview, leader_epoch: int) -> LogAppendInfo | None:
         """Validate a producer's record set, assign offsets from the LEO, store it.
 

@@ -37,6 +37,9 @@ class ReplicaLog(Protocol):
     def append_as_leader(self, records: bytes | bytearray | memoryview, leader_epoch: int) -> AppendInfo | None:
         """Validates a producer's batches, assigns offsets from the LEO and ``leader_epoch``."""
 
+    def check_online(self) -> None:
+        """Raises KafkaStorageError if the log's directory is offline (nothing is appended or judged there)."""
+
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> AppendInfo | None:
         """Stores the leader's batches as they are, at or above the LEO."""
 

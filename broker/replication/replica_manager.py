@@ -193,6 +193,11 @@ class ReplicaIO:
         try:
             partition = self.leader_partition(tp)
             partition.check_enough_isr(required_acks, self._min_insync(partition), records)
+            # Kafka checks the ISR first, then Log.append refuses an offline log dir before validating the batch:
+            # between an I/O error and the replicas going offline (a few ms here), a batch behind the one that
+            # failed must be answered KAFKA_STORAGE_ERROR (retriable), not OUT_OF_ORDER_SEQUENCE_NUMBER, which
+            # makes librdkafka bump its epoch and re-send, under new sequences, batches the log already holds.
+            partition.log.check_online()
             early = check(partition, records) if check is not None else None
             if early is not None:
                 return early

@@ -71,6 +71,9 @@ class InMemoryLog:
             next_offset += header.last_offset_delta + 1
         return self._store(data, [position for position, _ in batches])
 
+    def check_online(self) -> None:
+        pass  # memory never fails
+
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> MemoryAppendInfo | None:
         batches = split_record_set(records, max_message_bytes=None)
         if not batches:

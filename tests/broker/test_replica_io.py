@@ -3,10 +3,12 @@ real logs in a tmp dir, "now" passed in, purgatory clocks advanced by hand."""
 
 from __future__ import annotations
 
+import errno
 from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
 
+from broker.log import segment as segment_module
 from broker.replication.delayed_ops import FetchParams, FetchPartitionRequest
 from broker.clientplane.handlers.produce import check_idempotence
 from broker.replication.partition import FetchIsolation, IsrProposal, Partition
@@ -410,3 +412,35 @@ def test_offline_replicas_answer_kafka_storage_error_and_release_parked_produces
     assert produce(broker).only[TP].error == ErrorCode.kafka_storage_error
     assert follower_fetch(broker, 0, T0 + 1).only[TP].error == ErrorCode.kafka_storage_error
     assert broker.io.produce_purgatory.num_delayed == 0 and broker.io.fetch_purgatory.num_delayed == 0
+
+
+def test_an_idempotent_batch_behind_one_that_hit_a_full_disk_is_kafka_storage_error_not_out_of_order(
+        tmp_path, monkeypatch):
+    """Seed 1051: the producer's batch at sequence 2 hits ENOSPC; its batch at sequence 3, already in flight,
+    arrives before the replicas are marked offline. Kafka's Log.append refuses the offline directory before it
+    looks at sequences (KAFKA_STORAGE_ERROR, retriable). OUT_OF_ORDER_SEQUENCE_NUMBER made librdkafka bump its
+    epoch and re-send, under new sequences, a batch of another partition this log dir's leader had already
+    appended and replicated: a duplicate at the new leader."""
+    broker = leader_broker(tmp_path)
+    pid, epoch = 7, 0
+    for sequence in (0, 1):
+        appended = produce(broker, batch(producer_id=pid, producer_epoch=epoch, base_sequence=sequence),
+                           check=check_idempotence).only[TP]
+        assert (appended.error, appended.base_offset) == (ErrorCode.none, sequence)
+
+    def full_disk(*args):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(segment_module.os, "pwrite", full_disk)
+    failed = produce(broker, batch(producer_id=pid, producer_epoch=epoch, base_sequence=2),
+                     check=check_idempotence).only[TP]
+    assert failed.error == ErrorCode.kafka_storage_error
+    monkeypatch.undo()
+
+    behind = produce(broker, batch(producer_id=pid, producer_epoch=epoch, base_sequence=3),
+                     check=check_idempotence).only[TP]
+    assert (behind.error, behind.base_offset) == (ErrorCode.kafka_storage_error, -1), behind.error_message
+    retried = produce(broker, batch(producer_id=pid, producer_epoch=epoch, base_sequence=1),
+                      check=check_idempotence).only[TP]
+    assert retried.error == ErrorCode.kafka_storage_error
+    assert broker.partition().log_end_offset == 2
