@@ -112,16 +112,25 @@ def stop_producer(run: ScenarioRun, label: str | list[str]) -> dict[str, Any]:
     return facts
 
 
-def kill9(run: ScenarioRun, broker: int | list[int] | None = None, leader_of: str | None = None,
-          controller: bool = False, followers_of: str | None = None) -> dict[str, Any]:
-    """SIGKILL: the broker gets no chance to hand anything over; ZooKeeper notices when its session expires."""
-    victims = _targets(run, broker, leader_of, controller, followers_of)
+def _signal(run: ScenarioRun, victims: list[int], action: str, signum: int) -> dict[int, int]:
+    """Signals each broker by its PID file, recorded in the tools' trace first (the feed and the analysis see the
+    fault before its effects); returns broker -> PID."""
+    pids = {}
     for victim in victims:
         pid = run.layout.broker_pid(victim).read()
         if pid is None:
             raise ScenarioError(f"broker {victim} is not running")
-        record_fault(run.data_dir / TOOLS_TRACE_FILE, "sigkill", f"broker {victim} (pid {pid})", broker_id=victim)
-        os.kill(pid, signal.SIGKILL)
+        record_fault(run.data_dir / TOOLS_TRACE_FILE, action, f"broker {victim} (pid {pid})", broker_id=victim)
+        os.kill(pid, signum)
+        pids[victim] = pid
+    return pids
+
+
+def kill9(run: ScenarioRun, broker: int | list[int] | None = None, leader_of: str | None = None,
+          controller: bool = False, followers_of: str | None = None) -> dict[str, Any]:
+    """SIGKILL: the broker gets no chance to hand anything over; ZooKeeper notices when its session expires."""
+    victims = _targets(run, broker, leader_of, controller, followers_of)
+    _signal(run, victims, "sigkill", signal.SIGKILL)
     for victim in victims:
         wait_until(lambda v=victim: not run.running(v), 10, f"broker {victim} to die")
     return {"killed": victims[0] if len(victims) == 1 else victims}
@@ -132,13 +141,7 @@ def freeze(run: ScenarioRun, broker: int | list[int] | None = None, leader_of: s
     """SIGSTOP: the broker is alive but silent (a long GC pause, a frozen VM); past its session timeout ZooKeeper
     expires its session. Fact ``frozen`` (the broker). ``thaw`` resumes it; the runner does if a step fails."""
     victims = _targets(run, broker, leader_of, False, followers_of)
-    for victim in victims:
-        pid = run.layout.broker_pid(victim).read()
-        if pid is None:
-            raise ScenarioError(f"broker {victim} is not running")
-        record_fault(run.data_dir / TOOLS_TRACE_FILE, "sigstop", f"broker {victim} (pid {pid})", broker_id=victim)
-        os.kill(pid, signal.SIGSTOP)
-        run.frozen[victim] = pid
+    run.frozen.update(_signal(run, victims, "sigstop", signal.SIGSTOP))
     return {"frozen": victims[0] if len(victims) == 1 else victims}
 
 
