@@ -10,7 +10,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from matplotlib.figure import Figure
 
-from analysis.focus import LEADER_CHANGES
+from analysis.focus import LEADER_CHANGES, is_internal
 from analysis.report import RunAnalysis
 
 PHASES = [("detection_ms", "process death → session expiry"), ("election_ms", "expiry → controller decision"),
@@ -27,8 +27,10 @@ def _mark_faults(ax, faults: pd.DataFrame, origin: float, label: bool) -> None:
         x = (fault.ts_ms - origin) / 1000
         ax.axvline(x, color="tab:purple", linestyle="--", alpha=0.6, linewidth=1)
         if label:
-            ax.annotate(f"{fault.action} {fault.target.split(' (')[0]}", (x, 1.0), xycoords=("data", "axes fraction"),
-                        rotation=90, fontsize=6, color="tab:purple", va="top", ha="right")
+            # short, inside the axes: the target may be a long path (a filled log directory)
+            who = f" b{int(fault.broker_id)}" if fault.broker_id is not None and fault.broker_id >= 0 else ""
+            ax.annotate(f"{fault.action}{who}", (x, 0.98), xycoords=("data", "axes fraction"), rotation=90,
+                        fontsize=6, color="tab:purple", va="top", ha="right", annotation_clip=True)
 
 
 def timeline_figure(result: RunAnalysis) -> Figure:
@@ -113,6 +115,8 @@ def lag_figure(result: RunAnalysis) -> Figure:
 
 def failover_figure(result: RunAnalysis) -> Figure:
     failovers = result.failovers
+    if not result.include_internal and not failovers.empty:
+        failovers = failovers[~failovers.topic.map(is_internal)].reset_index(drop=True)
     fig, ax = plt.subplots(figsize=(12, 2.2 + 0.6 * max(1, len(failovers))))
     if failovers.empty:
         ax.text(0.5, 0.5, "no leader changes", ha="center")

@@ -45,6 +45,7 @@ class RunAnalysis:
     notes: list[str] = field(default_factory=list)
     # the partitions the figures draw, busiest first, with why (analysis/focus.py)
     shown_partitions: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=["topic", "partition", "why"]))
+    include_internal: bool = False   # whether internal topics may appear in the figures
     faults: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=["ts_ms", "action", "target",
                                                                               "broker_id"]))
 
@@ -102,6 +103,7 @@ def analyze_run(spark: SparkSession, run_dir: Path, history: list[Path] | None =
         end_ms=end_ms,
         notes=notes,
         shown_partitions=shown,
+        include_internal=include_internal,
         faults=jobs.injected_faults(events).toPandas(),
     )
     if not result.version_gaps.empty:
