@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+import grpc
 from kio.schema.errors import ErrorCode
 
 from broker.metadata_cache import MetadataCache
@@ -42,19 +43,31 @@ class ControlPlaneService(ControlPlaneServicer):
         self.trace.emit(te.ControlRequestReceived, request=request_name, from_controller=request.controller_id,
                                request_controller_epoch=request.controller_epoch, partitions=partitions)
 
+    async def _refuse_until_registered(self, context) -> None:
+        """A restarted broker serves the cluster plane before it has loaded its logs and registered; the controller
+        may still be retrying a request addressed to its previous incarnation, whose broker epoch this process
+        cannot yet tell stale. Kafka takes no request before start-up ends; here the controller is told to retry
+        (UNAVAILABLE), and once this broker registers, the controller's new requests carry its new epoch."""
+        if self.replica_manager.broker_epoch == -1:
+            await context.abort(grpc.StatusCode.UNAVAILABLE,
+                                f"broker {self.replica_manager.broker_id} is starting: not registered yet")
+
     async def LeaderAndIsr(self, request: pb.LeaderAndIsrRequest, context) -> pb.LeaderAndIsrResponse:
+        await self._refuse_until_registered(context)
         self._received("LeaderAndIsr", request, len(request.partition_states))
         response = await self.role_changes.become_leader_or_follower(request)
         self._trace("LeaderAndIsr", request, len(request.partition_states), response.error_code)
         return response
 
     async def UpdateMetadata(self, request: pb.UpdateMetadataRequest, context) -> pb.UpdateMetadataResponse:
+        await self._refuse_until_registered(context)
         self._received("UpdateMetadata", request, len(request.partition_states))
         error = self.metadata_cache.update(request, self.replica_manager.broker_epoch)
         self._trace("UpdateMetadata", request, len(request.partition_states), error.value)
         return pb.UpdateMetadataResponse(error_code=error.value)
 
     async def StopReplica(self, request: pb.StopReplicaRequest, context) -> pb.StopReplicaResponse:
+        await self._refuse_until_registered(context)
         self._received("StopReplica", request, len(request.partitions))
         response = self.role_changes.stop_replicas(request)
         self._trace("StopReplica", request, len(request.partitions), response.error_code)
