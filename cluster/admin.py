@@ -13,6 +13,7 @@ from zk.znodes import (
     BrokerTopicsZNode,
     ControllerEpochZNode,
     ControllerZNode,
+    TopicConfigZNode,
     TopicPartitionStateZNode,
     TopicZNode,
     ZNodeDecodeError,
@@ -109,3 +110,15 @@ async def read_cluster_state(zk: ZkClient, topics: list[str] | None = None) -> C
             partitions.append(view)
     deleting = sorted(await zk.get_children_or_empty("/admin/delete_topics"))
     return ClusterState(controller_id, controller_epoch, brokers, partitions, deleting, problems)
+
+
+async def min_isr_by_topic(zk: ZkClient, topics: set[str], broker_default: str | None) -> dict[str, int]:
+    """Each topic's effective min.insync.replicas: its own config, else the brokers' default."""
+    from cluster.partition_health import effective_min_isr
+
+    found = {}
+    for topic in topics:
+        data, _ = await zk.get_or_none(TopicConfigZNode.path(topic))
+        found[topic] = effective_min_isr(TopicConfigZNode.decode(topic, data) if data is not None else {},
+                                         broker_default)
+    return found

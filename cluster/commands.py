@@ -10,13 +10,12 @@ import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from cluster.admin import ClusterState, read_cluster_state
+from cluster.admin import ClusterState, min_isr_by_topic, read_cluster_state
 from cluster.processes import ClusterError, ClusterLayout, ClusterSpec
 from zk.admin import AdminError, create_topic, delete_topic
 from zk.assignment import InvalidPartitionsError, InvalidReplicationFactorError, InvalidTopicError
 from traces.faults import TOOLS_TRACE_FILE, record_fault
 from zk.client import ZkClient, ZkUnavailableError, connected
-from zk.znodes import TopicConfigZNode
 
 
 @contextlib.asynccontextmanager
@@ -103,13 +102,9 @@ async def topic_describe(zk_connect: str, name: str | None, as_json: bool, repor
             raise ClusterError(f"topic {name!r} does not exist")
         state = await read_cluster_state(zk, [name] if name else None)
         if report is not None:
-            from cluster.partition_health import effective_min_isr, select
+            from cluster.partition_health import select
 
-            min_isr_of = {}
-            for topic in {p.topic for p in state.partitions}:
-                data, _ = await zk.get_or_none(TopicConfigZNode.path(topic))
-                config = TopicConfigZNode.decode(topic, data) if data is not None else {}
-                min_isr_of[topic] = effective_min_isr(config, broker_min_isr)
+            min_isr_of = await min_isr_by_topic(zk, {p.topic for p in state.partitions}, broker_min_isr)
             state.partitions = select(state.partitions, report, [b.broker_id for b in state.brokers], min_isr_of)
         print_state(state, as_json, brokers=False)
     return 0

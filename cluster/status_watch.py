@@ -12,10 +12,9 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from cluster.admin import ClusterState, read_cluster_state
-from cluster.partition_health import effective_min_isr, health
+from cluster.admin import ClusterState, min_isr_by_topic, read_cluster_state
+from cluster.partition_health import health
 from zk.client import ZkClient
-from zk.znodes import TopicConfigZNode
 
 READ_TIMEOUT_S = 2.0
 
@@ -69,12 +68,7 @@ def render(state: ClusterState | None, expected_brokers: list[int], min_isr_of: 
 async def poll(zk: ZkClient, broker_min_isr: str | None) -> tuple[ClusterState, dict[str, int]]:
     """The cluster state and every topic's effective min.insync.replicas."""
     state = await read_cluster_state(zk)
-    min_isr_of = {}
-    for topic in {p.topic for p in state.partitions}:
-        data, _ = await zk.get_or_none(TopicConfigZNode.path(topic))
-        config = TopicConfigZNode.decode(topic, data) if data is not None else {}
-        min_isr_of[topic] = effective_min_isr(config, broker_min_isr)
-    return state, min_isr_of
+    return state, await min_isr_by_topic(zk, {p.topic for p in state.partitions}, broker_min_isr)
 
 
 async def watch(zk_connect: str, expected_brokers: list[int], broker_min_isr: str | None, interval_s: float,
