@@ -30,6 +30,8 @@ PROFILES: dict[str, dict[str, str]] = {
         # 10 offsets partitions instead of 50: a classroom cluster creates them in a second, not ten
         "offsets.topic.num.partitions": "10",
         "group.initial.rebalance.delay.ms": "300",
+        # a broker back from a crash gets its preferred leaderships back within seconds, while the class watches
+        "leader.imbalance.check.interval.seconds": "10",
     },
 }
 
@@ -96,6 +98,11 @@ class KafkaConfig(BaseModel):
     controlled_shutdown_max_retries: int = Field(3, alias="controlled.shutdown.max.retries", ge=0)
     controlled_shutdown_retry_backoff_ms: int = Field(5000, alias="controlled.shutdown.retry.backoff.ms", ge=0)
     unclean_leader_election_enable: bool = Field(False, alias="unclean.leader.election.enable")
+    # Preferred leader election: the controller gives partitions back to their first assigned replica when a
+    # broker's share of them led elsewhere is above the percentage (checked every interval)
+    auto_leader_rebalance_enable: bool = Field(True, alias="auto.leader.rebalance.enable")
+    leader_imbalance_check_interval_seconds: int = Field(300, alias="leader.imbalance.check.interval.seconds", ge=1)
+    leader_imbalance_per_broker_percentage: int = Field(10, alias="leader.imbalance.per.broker.percentage", ge=0)
     delete_topic_enable: bool = Field(True, alias="delete.topic.enable")
     auto_create_topics_enable: bool = Field(True, alias="auto.create.topics.enable")
     num_partitions: int = Field(1, alias="num.partitions", ge=1)

@@ -54,6 +54,7 @@ from clusterplane.cluster_pb2_grpc import (
 )
 from controller import events as controller_events
 from controller.controller import KafkaController
+from controller.preferred_election import ElectionResult, ElectionType
 from traces import events as te
 from traces.writer import TraceWriter
 from zk.client import SessionEvent, ZkClient
@@ -143,7 +144,7 @@ class KafkaServer:
             ReplicaAccess(self.replica_io, self.now_ms, self.trace_produce),
             GroupAccess(self.group_manager.coordinator, self.metadata_cache, self.zk, config),
             AdminAccess(config.broker_id, config, self.zk, self.metadata_cache, self.log_service.default_config,
-                        lambda: self.is_controller, self.producer_ids))
+                        lambda: self.is_controller, self.producer_ids, self.elect_leaders))
         self.socket_server = SocketServer(config.client_listeners, self.apis.handle)
         self._stopping = asyncio.Event()
         self._registration = registration_for(config)
@@ -166,6 +167,12 @@ class KafkaServer:
     @property
     def is_controller(self) -> bool:
         return self.controller is not None and self.controller.is_active
+
+    async def elect_leaders(self, partitions: list[TopicPartition] | None, election_type: ElectionType
+                            ) -> dict[TopicPartition, ElectionResult]:
+        if self.controller is None:  # still starting
+            return {tp: ElectionResult(ErrorCode.not_controller) for tp in partitions or ()}
+        return await self.controller.elect_leaders(partitions, election_type)
 
     async def startup(self) -> None:
         self.loop = asyncio.get_running_loop()
@@ -199,7 +206,10 @@ class KafkaServer:
             self.broker_id, self.zk, self.trace, cluster_listener_name=self.config.inter_broker_listener_name,
             unclean_leader_election_enable=self.config.unclean_leader_election_enable,
             delete_topic_enable=self.config.delete_topic_enable,
-            request_timeout_ms=self.config.controller_socket_timeout_ms)
+            request_timeout_ms=self.config.controller_socket_timeout_ms,
+            auto_leader_rebalance_enable=self.config.auto_leader_rebalance_enable,
+            leader_imbalance_check_interval_seconds=self.config.leader_imbalance_check_interval_seconds,
+            leader_imbalance_per_broker_percentage=self.config.leader_imbalance_per_broker_percentage)
         self.controller.start()
         log.info("broker %d started (cluster %s, epoch %d)", self.broker_id, self.cluster_id,
                  self.replica_manager.broker_epoch)

@@ -19,6 +19,7 @@ from controller import events as ev
 from controller.channel import ControllerChannelManager, ControlRequestBatch
 from controller.context import ControllerContext, PartitionLeadership, TopicPartition
 from controller import partition_state_machine as psm
+from controller import preferred_election as pe
 from controller import replica_state_machine as rsm
 from controller.state_change import ControllerMovedError, PartitionStateWrite, StateChanges
 from controller.topic_deletion import decide_topic_deletion
@@ -35,6 +36,7 @@ from zk.znodes import (
     DeleteTopicsTopicZNode,
     DeleteTopicsZNode,
     IsrChangeNotificationZNode,
+    PreferredReplicaElectionZNode,
     TopicConfigZNode,
     TopicPartitionStateZNode,
     TopicZNode,
@@ -42,12 +44,16 @@ from zk.znodes import (
 )
 
 log = logging.getLogger(__name__)
+# Kafka's controller runs its first leader imbalance check this long after becoming controller
+AUTO_REBALANCE_FIRST_DELAY_S = 5
 
 
 class KafkaController:
     def __init__(self, broker_id: int, zk: ZkClient, trace: TraceWriter, *, cluster_listener_name: str,
                  unclean_leader_election_enable: bool = False, delete_topic_enable: bool = True,
-                 request_timeout_ms: int = 30000) -> None:
+                 request_timeout_ms: int = 30000, auto_leader_rebalance_enable: bool = True,
+                 leader_imbalance_check_interval_seconds: int = 300,
+                 leader_imbalance_per_broker_percentage: int = 10) -> None:
         self.broker_id = broker_id
         self.zk = zk
         self.trace = trace
@@ -55,6 +61,10 @@ class KafkaController:
         self.unclean_default = unclean_leader_election_enable
         self.delete_topic_enable = delete_topic_enable
         self.request_timeout_ms = request_timeout_ms
+        self.auto_leader_rebalance_enable = auto_leader_rebalance_enable
+        self.leader_imbalance_check_interval_s = leader_imbalance_check_interval_seconds
+        self.leader_imbalance_per_broker_percentage = leader_imbalance_per_broker_percentage
+        self._auto_rebalance_timer: asyncio.TimerHandle | None = None
         self.active_controller_id = -1
         self.ctx: ControllerContext | None = None
         self._writer: FencedZkWriter | None = None
@@ -110,6 +120,10 @@ class KafkaController:
             finally:
                 if isinstance(event, ev.ControlledShutdown) and not event.reply.done():
                     event.reply.set_result((ErrorCode.unknown_server_error.value, []))
+                if isinstance(event, ev.ReplicaLeaderElection) and event.reply is not None and not event.reply.done():
+                    event.reply.set_result({tp: pe.ElectionResult(ErrorCode.unknown_server_error, "the controller "
+                                                                  "failed while electing; see its log")
+                                            for tp in event.partitions or ()})
                 if self.on_state_change is not None:
                     self.on_state_change()
 
@@ -154,6 +168,8 @@ class KafkaController:
                 await self._resign("ZooKeeper session expired")
             case ev.ControlledShutdown():
                 await self._on_controlled_shutdown(event)
+            case ev.ReplicaLeaderElection():
+                await self._on_replica_leader_election(event)
             case _ if not self.is_active:
                 return
             case ev.BrokerChange():
@@ -164,6 +180,8 @@ class KafkaController:
                 await self._on_topic_deletion()
             case ev.IsrChangeNotification():
                 await self._on_isr_change_notification()
+            case ev.AutoPreferredReplicaLeaderElection():
+                await self._on_auto_preferred_replica_election()
 
     # --- watches (on the loop): only enqueue ------------------------------------------------------------
 
@@ -250,6 +268,7 @@ class KafkaController:
             return
         epoch = self.ctx.epoch
         self.ctx = None
+        self._cancel_auto_rebalance()
         self._writer = None
         if self._channel is not None:
             await self._channel.close()
@@ -294,6 +313,10 @@ class KafkaController:
         batch.add_update_metadata(ctx.live_brokers, ctx.all_partitions())
         batch.send()
         await self._on_topic_deletion()
+        # Kafka's failover: elections asked for in /admin/preferred_replica_election while no controller was
+        # there are done now, and the first imbalance check runs 5 s later
+        self.put(ev.ReplicaLeaderElection(None, pe.ElectionType.PREFERRED))
+        self._schedule_auto_rebalance(AUTO_REBALANCE_FIRST_DELAY_S)
 
     async def _load_live_brokers(self, ctx: ControllerContext) -> None:
         ctx.live_brokers.clear()
@@ -565,6 +588,100 @@ class KafkaController:
         batch.add_update_metadata(ctx.live_brokers, [tp for tp in sorted(changed) if tp in ctx.leadership])
         batch.send()
         await self._writer_().delete_paths([f"{IsrChangeNotificationZNode.path}/{c}" for c in children])
+
+    # --- preferred leader election (the decisions are in preferred_election.py) -------------------------
+
+    async def elect_leaders(self, partitions: list[TopicPartition] | None, election_type: pe.ElectionType
+                            ) -> dict[TopicPartition, pe.ElectionResult]:
+        """ElectLeaders: queued like every controller event; the answer comes once the new leaders are written
+        and the LeaderAndIsr/UpdateMetadata requests queued. ``partitions`` None: every partition."""
+        reply: asyncio.Future = asyncio.get_running_loop().create_future()
+        self.put(ev.ReplicaLeaderElection(None if partitions is None else tuple(partitions), int(election_type),
+                                          reply))
+        return await reply
+
+    def _schedule_auto_rebalance(self, delay_s: float) -> None:
+        if not self.auto_leader_rebalance_enable:
+            return
+        self._cancel_auto_rebalance()
+        self._auto_rebalance_timer = asyncio.get_running_loop().call_later(
+            delay_s, self.put, ev.AutoPreferredReplicaLeaderElection())
+
+    def _cancel_auto_rebalance(self) -> None:
+        if self._auto_rebalance_timer is not None:
+            self._auto_rebalance_timer.cancel()
+            self._auto_rebalance_timer = None
+
+    def _preferred_replica_election_watch(self, _: WatchedEvent) -> None:
+        self.put(ev.ReplicaLeaderElection(None, pe.ElectionType.PREFERRED))
+
+    async def _on_auto_preferred_replica_election(self) -> None:
+        try:
+            ctx = self._ctx()
+            candidates = pe.auto_rebalance_candidates(ctx, self.leader_imbalance_per_broker_percentage)
+            if candidates:
+                ratios = ", ".join(f"broker {b}: {i.led_elsewhere}/{i.preferred}"
+                                   for b, i in pe.leader_imbalance(ctx).items() if i.led_elsewhere)
+                log.info("leader imbalance (%s) above %d%%: preferred election for %s", ratios,
+                         self.leader_imbalance_per_broker_percentage,
+                         ", ".join(f"{t}-{p}" for t, p in candidates))
+                await self._replica_election(candidates, pe.ElectionType.PREFERRED, admin=False)
+        finally:
+            if self.is_active:
+                self._schedule_auto_rebalance(self.leader_imbalance_check_interval_s)
+
+    async def _on_replica_leader_election(self, event: ev.ReplicaLeaderElection) -> None:
+        election_type = pe.ElectionType(event.election_type)
+        if event.reply is not None:
+            if self.ctx is None:
+                event.reply.set_result({tp: pe.ElectionResult(ErrorCode.not_controller, None)
+                                        for tp in event.partitions or ()})
+                return
+            wanted = self._ctx().all_partitions() if event.partitions is None else list(event.partitions)
+            event.reply.set_result(await self._replica_election(wanted, election_type, admin=True))
+            return
+        if self.ctx is None:
+            return
+        # the exists-watch is set again by every look, so the next request is seen as well (our own delete
+        # fires it too: that look finds nothing)
+        path = PreferredReplicaElectionZNode.path
+        if await self.zk.exists(path, watch=self._preferred_replica_election_watch) is None:
+            return
+        data, _ = await self.zk.get_or_none(PreferredReplicaElectionZNode.path)
+        try:
+            requested = PreferredReplicaElectionZNode.decode(data) if data is not None else []
+        except ZNodeDecodeError as exc:
+            log.error("ignoring the preferred replica election request: %s", exc)
+            requested = []
+        try:
+            results = await self._replica_election(requested, election_type, admin=False)
+            for (topic, partition), result in sorted(results.items()):
+                if result.error not in (ErrorCode.none, ErrorCode.election_not_needed):
+                    log.warning("preferred election of %s-%d failed: %s (%s)", topic, partition, result.error.name,
+                                result.message)
+        finally:
+            await self._writer_().delete_paths([PreferredReplicaElectionZNode.path])
+
+    async def _replica_election(self, partitions: list[TopicPartition], election_type: pe.ElectionType, *,
+                                admin: bool) -> dict[TopicPartition, pe.ElectionResult]:
+        """Kafka's onReplicaElection: PREFERRED gives each partition to its preferred replica if it is alive and
+        in the ISR; UNCLEAN elects offline partitions, out of the ISR too when an admin asked for it."""
+        ctx = self._ctx()
+        plan = pe.plan_election(ctx, partitions, election_type)
+        if plan.electable:
+            if election_type == pe.ElectionType.PREFERRED:
+                def step(tps: list[TopicPartition]) -> StateChanges:
+                    return psm.elect(ctx, tps, psm.PREFERRED)
+            else:
+                def step(tps: list[TopicPartition]) -> StateChanges:
+                    return psm.elect(ctx, tps, psm.OFFLINE, self.unclean_default, force_unclean=admin)
+            batch = self._batch()
+            await self._perform(batch, step, plan.electable)
+            batch.send()
+        results = dict(plan.answered)
+        for tp in plan.electable:
+            results[tp] = pe.election_result(ctx, tp, election_type)
+        return results
 
     # --- helpers ----------------------------------------------------------------------------------------
 

@@ -36,6 +36,15 @@ def offline_partition_election(assignment: list[int], isr: list[int], live: set[
     return Election(NO_LEADER, list(isr))
 
 
+def preferred_replica_election(assignment: list[int], isr: list[int], live: set[int]) -> Election:
+    """Kafka's PreferredReplicaPartitionLeaderElectionStrategy: the first replica of the assignment leads if it
+    is alive and in the ISR, and the ISR stays as it is. Otherwise the election fails (NO_LEADER): moving
+    leadership to any other replica would not restore the balance the assignment asked for."""
+    if assignment and assignment[0] in live and assignment[0] in isr:
+        return Election(assignment[0], list(isr))
+    return Election(NO_LEADER, list(isr))
+
+
 def controlled_shutdown_election(assignment: list[int], isr: list[int], live_or_shutting_down: set[int],
                                  shutting_down: set[int]) -> Election:
     """Move leadership off brokers that are shutting down; they also leave the ISR."""

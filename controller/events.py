@@ -60,9 +60,25 @@ class ControlledShutdown:
 
 
 @dataclass(frozen=True)
+class AutoPreferredReplicaLeaderElection:
+    """The periodic leader imbalance check (leader.imbalance.check.interval.seconds)."""
+
+
+@dataclass(frozen=True)
+class ReplicaLeaderElection:
+    """An ElectLeaders request (``partitions`` None: every partition), or, with ``reply`` None, the
+    /admin/preferred_replica_election znode appeared."""
+
+    partitions: tuple[tuple[str, int], ...] | None
+    election_type: int  # preferred_election.ElectionType
+    reply: asyncio.Future | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True)
 class Shutdown:
     pass
 
 
 ControllerEvent = (Startup | Reelect | ControllerChange | Expire | RegisterBrokerAndReelect | BrokerChange
-                   | TopicChange | TopicDeletion | IsrChangeNotification | ControlledShutdown | Shutdown)
+                   | TopicChange | TopicDeletion | IsrChangeNotification | ControlledShutdown
+                   | AutoPreferredReplicaLeaderElection | ReplicaLeaderElection | Shutdown)

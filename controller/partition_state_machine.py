@@ -12,7 +12,12 @@ import enum
 import logging
 
 from controller.context import ControllerContext, TopicPartition
-from controller.election import Election, controlled_shutdown_election, offline_partition_election
+from controller.election import (
+    Election,
+    controlled_shutdown_election,
+    offline_partition_election,
+    preferred_replica_election,
+)
 from controller.state_change import ControllerMovedError, PartitionStateWrite, StateChanges
 from zk.znodes import NO_LEADER, LeaderIsrAndControllerEpoch
 
@@ -20,6 +25,7 @@ log = logging.getLogger(__name__)
 
 OFFLINE = "offline"
 CONTROLLED_SHUTDOWN = "controlled_shutdown"
+PREFERRED = "preferred"
 
 
 class PartitionState(enum.Enum):
@@ -82,9 +88,12 @@ def initialize(ctx: ControllerContext, partitions: list[TopicPartition]) -> Stat
 
 
 def elect(ctx: ControllerContext, partitions: list[TopicPartition], strategy: str,
-          unclean_default: bool = False) -> StateChanges:
-    """Online/Offline -> Online by ``strategy`` (offline or controlled_shutdown). Partitions whose
-    leader and ISR would not change are left alone; so is an offline partition that stays offline."""
+          unclean_default: bool = False, *, force_unclean: bool = False) -> StateChanges:
+    """Online/Offline -> Online by ``strategy`` (offline, controlled_shutdown or preferred). Partitions whose
+    leader and ISR would not change are left alone; so is an offline partition that stays offline, and one
+    whose preferred replica cannot lead (Kafka's election fails there: nothing is written).
+
+    ``force_unclean``: an admin's ElectLeaders(UNCLEAN) may elect out of the ISR whatever the topic says."""
     changes = StateChanges()
     for tp in partitions:
         lead = ctx.leadership.get(tp)
@@ -93,7 +102,10 @@ def elect(ctx: ControllerContext, partitions: list[TopicPartition], strategy: st
         state = lead.state
         _check_not_deposed(ctx, tp, state)
         replicas = ctx.replicas(tp)
-        election = _run_strategy(ctx, tp, state, strategy, unclean_default)
+        election = _run_strategy(ctx, tp, state, strategy, unclean_default, force_unclean)
+        if election.leader == NO_LEADER and strategy == PREFERRED:
+            changes.unchanged.append(tp)
+            continue
         if election.leader == NO_LEADER and state.leader == NO_LEADER and strategy != CONTROLLED_SHUTDOWN:
             changes.unchanged.append(tp)  # still offline: nothing to write
             continue
@@ -109,12 +121,15 @@ def elect(ctx: ControllerContext, partitions: list[TopicPartition], strategy: st
 
 
 def _run_strategy(ctx: ControllerContext, tp: TopicPartition, state: LeaderIsrAndControllerEpoch,
-                  strategy: str, unclean_default: bool) -> Election:
+                  strategy: str, unclean_default: bool, force_unclean: bool = False) -> Election:
     replicas = ctx.replicas(tp)
     if strategy == CONTROLLED_SHUTDOWN:
         return controlled_shutdown_election(replicas, state.isr, ctx.live_or_shutting_down, ctx.shutting_down)
     if strategy == OFFLINE:
-        return offline_partition_election(replicas, state.isr, ctx.live, unclean_allowed(ctx, tp[0], unclean_default))
+        return offline_partition_election(replicas, state.isr, ctx.live,
+                                          force_unclean or unclean_allowed(ctx, tp[0], unclean_default))
+    if strategy == PREFERRED:
+        return preferred_replica_election(replicas, state.isr, ctx.live)
     raise ValueError(f"unknown election strategy {strategy!r}")
 
 

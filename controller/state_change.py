@@ -24,7 +24,7 @@ class PartitionStateWrite:
     state: LeaderIsrAndControllerEpoch
     expected_zk_version: int | None
     previous_leader: int
-    election: str                       # initial, offline, unclean, controlled_shutdown, isr_removal
+    election: str                       # initial, offline, unclean, controlled_shutdown, isr_removal, preferred
     leader_and_isr_to: tuple[int, ...]  # who hears the result once it is written
     is_new: bool = False
 

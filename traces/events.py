@@ -84,7 +84,7 @@ class LeaderElected(TraceEvent):
     isr: list[int]
     previous_leader: int
     zk_version: int
-    election: Literal["initial", "offline", "unclean", "controlled_shutdown", "isr_removal"]
+    election: Literal["initial", "offline", "unclean", "controlled_shutdown", "isr_removal", "preferred"]
     replicas: list[int] = []   # the assignment, so under-replication can be told from the trace alone
 
 

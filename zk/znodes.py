@@ -266,6 +266,30 @@ class DeleteTopicsTopicZNode:
         return f"/admin/delete_topics/{topic}"
 
 
+# --- /admin/preferred_replica_election ------------------------------------------------------------------
+
+
+class PreferredReplicaElection(_Payload):
+    version: int = 1
+    partitions: list[_TopicPartitionRef]
+
+
+class PreferredReplicaElectionZNode:
+    """Written by kafka-preferred-replica-election.sh / kafka-leader-election.sh --zookeeper (and kafkasim's own
+    tools): the partitions to give back to their preferred replicas. The controller deletes it when done."""
+
+    path = "/admin/preferred_replica_election"
+
+    @staticmethod
+    def encode(partitions: list[tuple[str, int]]) -> bytes:
+        return _dumps({"version": 1, "partitions": [{"topic": t, "partition": p} for t, p in partitions]})
+
+    @staticmethod
+    def decode(data: bytes | None) -> list[tuple[str, int]]:
+        election = _validate(PreferredReplicaElection, PreferredReplicaElectionZNode.path, data)
+        return [(ref.topic, ref.partition) for ref in election.partitions]
+
+
 # --- /config/topics/<topic> ------------------------------------------------------------------------------
 
 

@@ -10,7 +10,7 @@ from datetime import timedelta
 from kio.schema.errors import ErrorCode
 from kio.static.protocol import ResponsePayload
 
-from broker.clientplane.handlers import admin, fetch, group, offsets, produce
+from broker.clientplane.handlers import admin, elections, fetch, group, offsets, produce
 from broker.clientplane.handlers.access import AdminAccess, GroupAccess, ReplicaAccess
 from broker.clientplane.handlers.common import response_module
 from broker.clientplane.protocol.api_versions import handle_api_versions
@@ -46,6 +46,7 @@ class KafkaApis:
             ApiKey.DELETE_TOPICS: (admin.handle_delete_topics, admin_access),
             ApiKey.INIT_PRODUCER_ID: (admin.handle_init_producer_id, admin_access),
             ApiKey.DESCRIBE_CONFIGS: (admin.handle_describe_configs, admin_access),
+            ApiKey.ELECT_LEADERS: (elections.handle_elect_leaders, admin_access),
             ApiKey.JOIN_GROUP: (group.handle_join_group, groups),
             ApiKey.SYNC_GROUP: (group.handle_sync_group, groups),
             ApiKey.HEARTBEAT: (group.handle_heartbeat, groups),

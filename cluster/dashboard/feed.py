@@ -18,7 +18,8 @@ from pydantic import ValidationError
 from traces import events as te
 
 ELECTIONS = {"initial": "", "offline": " after its leader went offline", "unclean": " (unclean: out of the ISR)",
-             "controlled_shutdown": " (controlled shutdown)", "isr_removal": ""}
+             "controlled_shutdown": " (controlled shutdown)", "isr_removal": "",
+             "preferred": " (back to its preferred replica)"}
 
 
 def _isr(isr: list[int]) -> str:

@@ -9,6 +9,7 @@ from zk.znodes import (
     ControllerEpochZNode,
     ControllerZNode,
     IsrChangeNotificationZNode,
+    PreferredReplicaElectionZNode,
     LeaderIsrAndControllerEpoch,
     ProducerIdBlock,
     ProducerIdBlockZNode,
@@ -82,6 +83,15 @@ def test_isr_change_notification_and_config_and_cluster_id():
         "version": 1, "config": {"retention.ms": "1000"}}
     assert json.loads(ClusterIdZNode.encode("abc")) == {"version": "1", "id": "abc"}
     assert ClusterIdZNode.decode(b'{"id":"xyz","version":"1"}') == "xyz"
+
+
+def test_preferred_replica_election_is_kafkas_json_as_the_zookeeper_tools_write_it():
+    assert json.loads(PreferredReplicaElectionZNode.encode([("t", 0), ("u", 2)])) == {
+        "version": 1, "partitions": [{"topic": "t", "partition": 0}, {"topic": "u", "partition": 2}]}
+    assert PreferredReplicaElectionZNode.decode(b'{"partitions":[{"partition":1,"topic":"t"}],"version":1}') == [
+        ("t", 1)]
+    with pytest.raises(ZNodeDecodeError):
+        PreferredReplicaElectionZNode.decode(b'{"version":1}')
 
 
 @pytest.mark.parametrize("junk", [b"", b"not json", b"[1,2]", b'{"leader":"x"}', b"\xff\xfe"])

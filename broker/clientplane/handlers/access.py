@@ -3,7 +3,7 @@ KafkaApis, instead of the whole server. Adding a handler that needs more means a
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from broker.config import KafkaConfig
@@ -12,6 +12,7 @@ from broker.log.config import LogConfig
 from broker.metadata_cache import MetadataCache
 from broker.producer_id_manager import ProducerIdManager
 from broker.replication.replica_manager import ReplicaIO
+from controller.preferred_election import ElectionResult, ElectionType
 from zk.client import ZkClient
 
 
@@ -36,7 +37,7 @@ class GroupAccess:
 
 @dataclass(frozen=True)
 class AdminAccess:
-    """CreateTopics, DeleteTopics, DescribeConfigs, InitProducerId and auto-creation."""
+    """CreateTopics, DeleteTopics, DescribeConfigs, InitProducerId, ElectLeaders and auto-creation."""
 
     broker_id: int
     config: KafkaConfig
@@ -45,3 +46,6 @@ class AdminAccess:
     log_defaults: LogConfig
     is_controller: Callable[[], bool]
     producer_ids: ProducerIdManager
+    # this broker's controller's elections (NOT_CONTROLLER per partition unless it is the active one)
+    elect_leaders: Callable[[list[tuple[str, int]] | None, ElectionType],
+                            Awaitable[dict[tuple[str, int], ElectionResult]]]

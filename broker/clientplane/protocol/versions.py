@@ -32,6 +32,7 @@ class ApiKey(enum.IntEnum):
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
     DESCRIBE_CONFIGS = 32
+    ELECT_LEADERS = 43
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +77,8 @@ _RANGES = (
     VersionRange(ApiKey.INIT_PRODUCER_ID, 0, 1, 2),
     VersionRange(ApiKey.OFFSET_FOR_LEADER_EPOCH, 2, 3, 4),
     VersionRange(ApiKey.DESCRIBE_CONFIGS, 1, 3, 4),
+    # v1 carries the election type (PREFERRED or UNCLEAN); v2 only moves to the flexible encoding
+    VersionRange(ApiKey.ELECT_LEADERS, 0, 1, 2),
 )
 
 SUPPORTED_VERSIONS: Mapping[int, VersionRange] = MappingProxyType({r.api_key: r for r in _RANGES})
