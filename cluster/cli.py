@@ -126,6 +126,20 @@ def _parser() -> argparse.ArgumentParser:
     groups_sub.add_parser("describe", help="members, assignments, committed offsets and lag per partition"
                           ).add_argument("group")
 
+    leaders = sub.add_parser("leaders", help="leader elections: `leaders elect` gives partitions back to their "
+                                             "preferred replicas")
+    leaders_sub = leaders.add_subparsers(dest="leaders_command", required=True)
+    elect = leaders_sub.add_parser("elect", help="preferred (or --unclean) leader election through ElectLeaders",
+                                   description="Asks the controller (ElectLeaders, confluent-kafka's AdminClient) to "
+                                               "make each partition's preferred replica, the first of its "
+                                               "assignment, its leader again, if it is alive and in the ISR. "
+                                               "Without --topic: every partition.")
+    elect.add_argument("--topic", default=None)
+    elect.add_argument("--partition", type=int, default=None, help="with --topic: only this partition")
+    elect.add_argument("--unclean", action="store_true",
+                       help="elect partitions without a live leader, from replicas out of the ISR if need be "
+                            "(acknowledged writes can be lost)")
+
     kill = sub.add_parser("kill", help="send a signal to a broker: by id, the controller, or a partition's leader")
     target = kill.add_mutually_exclusive_group(required=True)
     target.add_argument("broker_id", nargs="?", type=int)
@@ -464,6 +478,14 @@ def _scenario(args: argparse.Namespace, data_dir: Path) -> int:
     return run_command(args, data_dir)
 
 
+def _leaders(args: argparse.Namespace, data_dir: Path) -> int:
+    from cluster.leaders import elect
+
+    if args.partition is not None and args.topic is None:
+        raise ClusterError("--partition needs --topic")
+    return elect(ClusterLayout(data_dir).load().bootstrap_servers, args.topic, args.partition, args.unclean)
+
+
 def _kill(args: argparse.Namespace, data_dir: Path) -> int:
     from cluster import commands
 
@@ -488,6 +510,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, Path], int]] = {
     "status": _status,
     "topic": _topic,
     "kill": _kill,
+    "leaders": _leaders,
     "pause": _docker_only,
     "unpause": _docker_only,
     "disconnect": _docker_only,
