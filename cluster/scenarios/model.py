@@ -74,6 +74,11 @@ class Topic:
     partitions: int = 1  # each with the same replicas; the observer and read_all look at partition 0
 
 
+# Broker settings every story's own cluster starts with (its ``overrides`` win): a story announces each leader
+# change it shows, and an automatic preferred election between two steps would be one it did not announce
+STORY_DEFAULTS: Mapping[str, str] = {"auto.leader.rebalance.enable": "false"}
+
+
 @dataclass(frozen=True)
 class Scenario:
     name: str

@@ -19,7 +19,7 @@ from cluster.lifecycle import down, up
 from cluster.processes import ClusterError, ClusterLayout
 from cluster.scenarios.actions import ACTIONS, thaw
 from cluster.scenarios.context import ScenarioError, ScenarioRun, wait_until
-from cluster.scenarios.model import Scenario, Verdict, check, resolve, show
+from cluster.scenarios.model import STORY_DEFAULTS, Scenario, Verdict, check, resolve, show
 from cluster.scenarios.observer import observe
 from cluster.traces_cmd import collect
 from traces import events as te
@@ -100,9 +100,10 @@ def _cluster(scenario: Scenario, options: Options, out: Path, console: Console) 
     cluster_dir = out.with_name(out.name + ".cluster")
     if cluster_dir.exists():
         raise ClusterError(f"{cluster_dir} exists; choose a new --out folder")
-    settings = ", ".join(f"{k}={v}" for k, v in scenario.overrides.items())
+    overrides = {**STORY_DEFAULTS, **scenario.overrides}
+    settings = ", ".join(f"{k}={v}" for k, v in overrides.items())
     with console.status(f"starting ZooKeeper and {scenario.brokers} brokers (profile {scenario.profile})..."):
-        spec = up(cluster_dir, scenario.brokers, None, scenario.profile, dict(scenario.overrides), base_port=0,
+        spec = up(cluster_dir, scenario.brokers, None, scenario.profile, overrides, base_port=0,
                   zookeeper_port=0, say=lambda _: None)
     console.print(f"cluster: {scenario.brokers} brokers, profile {scenario.profile}"
                   + (f", {settings}" if settings else "") + f"; bootstrap {spec.bootstrap_servers}")

@@ -44,8 +44,10 @@ ONE_BATCH_SEGMENTS = {"segment.bytes": "120"}  # a 1-record batch of these value
 
 
 def crash_both_with_unflushed_tails(cluster_factory, rule: str):
+    # no automatic preferred election: A (preferred) leading again would make B follow A's log after all
     cluster = cluster_factory(brokers=2, overrides={"kafkasim.replica.truncation.rule": rule, **UNFLUSHED_LOSS,
-                                                    "log.segment.bytes": ONE_BATCH_SEGMENTS["segment.bytes"]})
+                                                    "log.segment.bytes": ONE_BATCH_SEGMENTS["segment.bytes"],
+                                                    "auto.leader.rebalance.enable": "false"})
     a, b = 1, 2
     make_topic(cluster, TOPIC, [a, b])
     produce_acknowledged(cluster, a, TOPIC, [b"m1"], acks=-1)
