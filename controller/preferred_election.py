@@ -56,6 +56,12 @@ def leader_imbalance(ctx: ControllerContext) -> dict[int, BrokerImbalance]:
     return {b: BrokerImbalance(b, n, elsewhere.get(b, 0)) for b, n in sorted(preferred.items())}
 
 
+def preferred_replica_imbalance_count(ctx: ControllerContext) -> int:
+    """Kafka's PreferredReplicaImbalanceCount: partitions (of topics not being deleted) not led by their preferred
+    replica."""
+    return sum(imbalance.led_elsewhere for imbalance in leader_imbalance(ctx).values())
+
+
 def can_preferred_replica_lead(ctx: ControllerContext, tp: TopicPartition) -> bool:
     lead = ctx.leadership.get(tp)
     if lead is None:

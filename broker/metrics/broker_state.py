@@ -14,6 +14,7 @@ from broker.replication.partition import Partition
 from broker.replication.replica_fetcher import ReplicaFetcherManager
 from broker.replication.replica_manager import ReplicaIO, ReplicaManager
 from controller.controller import KafkaController
+from controller.preferred_election import preferred_replica_imbalance_count
 
 
 def sample_partition(partition: Partition, min_insync_replicas: int) -> PartitionSample:
@@ -47,6 +48,7 @@ def snapshot_broker(*, broker_id: int, replica_manager: ReplicaManager, replica_
         broker_id=broker_id, broker_epoch=replica_manager.broker_epoch, controller_epoch=controller_epoch,
         active_controller=active, partitions=partitions, offline_replicas=len(replica_io.offline),
         offline_partitions=len(ctx.offline_partitions()) if ctx is not None else 0,
+        preferred_replica_imbalance=preferred_replica_imbalance_count(ctx) if ctx is not None else 0,
         global_topic_count=len(ctx.assignments) if ctx is not None else 0,
         global_partition_count=sum(len(p) for p in ctx.assignments.values()) if ctx is not None else 0,
         isr=IsrStats(isr_stats.shrinks, isr_stats.expands, isr_stats.failed_updates),

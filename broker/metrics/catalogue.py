@@ -53,6 +53,8 @@ ACTIVE_CONTROLLER = kafka("kafka.controller", "KafkaController", "ActiveControll
                           "1 on the active controller, 0 elsewhere")
 OFFLINE_PARTITIONS = kafka("kafka.controller", "KafkaController", "OfflinePartitionsCount", G, (),
                            "Partitions without a live leader (active controller only)")
+PREFERRED_IMBALANCE = kafka("kafka.controller", "KafkaController", "PreferredReplicaImbalanceCount", G, (),
+                            "Partitions not led by their preferred replica (active controller only)")
 GLOBAL_TOPICS = kafka("kafka.controller", "KafkaController", "GlobalTopicCount", G, (),
                       "Topics in the cluster (active controller only)")
 GLOBAL_PARTITIONS = kafka("kafka.controller", "KafkaController", "GlobalPartitionCount", G, (),
@@ -130,7 +132,7 @@ CONTROLLER_EPOCH = own("kafkasim_controller_epoch", G, (),
 ALL: list[MetricDef] = [
     UNDER_REPLICATED, PARTITION_COUNT, LEADER_COUNT, OFFLINE_REPLICAS, UNDER_MIN_ISR, AT_MIN_ISR,
     ISR_SHRINKS, ISR_EXPANDS, FAILED_ISR_UPDATES,
-    ACTIVE_CONTROLLER, OFFLINE_PARTITIONS, GLOBAL_TOPICS, GLOBAL_PARTITIONS,
+    ACTIVE_CONTROLLER, OFFLINE_PARTITIONS, PREFERRED_IMBALANCE, GLOBAL_TOPICS, GLOBAL_PARTITIONS,
     BYTES_IN, MESSAGES_IN, BYTES_OUT, TOTAL_PRODUCE, FAILED_PRODUCE, TOTAL_FETCH, FAILED_FETCH, REPLICATION_BYTES_OUT,
     REQUESTS, ERRORS, *REQUEST_TIMES.values(), REQUEST_QUEUE_SIZE, PURGATORY_SIZE, NUM_DELAYED, MAX_LAG,
     LOG_END_OFFSET, LOG_START_OFFSET, LOG_SIZE, LOG_SEGMENTS,

@@ -130,6 +130,7 @@ def families(snapshot: BrokerSnapshot, cache: QuantileCache | None = None) -> li
         _one(c.FAILED_ISR_UPDATES, s.isr.failed_updates),
         _one(c.ACTIVE_CONTROLLER, 1 if s.active_controller else 0),
         _one(c.OFFLINE_PARTITIONS, s.offline_partitions),
+        _one(c.PREFERRED_IMBALANCE, s.preferred_replica_imbalance),
         _one(c.GLOBAL_TOPICS, s.global_topic_count),
         _one(c.GLOBAL_PARTITIONS, s.global_partition_count),
         _per_topic(c.BYTES_IN, s.topics.bytes_in),

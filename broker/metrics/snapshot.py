@@ -55,6 +55,7 @@ class BrokerSnapshot:
     partitions: list[PartitionSample] = field(default_factory=list)
     offline_replicas: int = 0
     offline_partitions: int = 0         # only the active controller counts them, as in Kafka
+    preferred_replica_imbalance: int = 0  # the same
     global_topic_count: int = 0
     global_partition_count: int = 0
     isr: IsrStats = field(default_factory=IsrStats)

@@ -40,6 +40,7 @@ def test_imbalance_ratio_counts_partitions_preferring_a_broker_but_led_elsewhere
     # t-2 has no state znode yet: it counts as preferring broker 1 but not as led elsewhere
     assert (imbalance[1].preferred, imbalance[1].led_elsewhere) == (3, 1)
     assert (imbalance[2].preferred, imbalance[2].led_elsewhere) == (1, 0)
+    assert pe.preferred_replica_imbalance_count(ctx) == 1
 
 
 def test_auto_rebalance_moves_the_partitions_of_a_broker_above_the_percentage():
