@@ -68,6 +68,18 @@ def test_classroom_profile_shortens_timeouts_and_user_settings_still_win():
     assert "profile sets zookeeper.session.timeout.ms=2000" in config.describe()
 
 
+def test_leader_rebalance_settings_are_kafkas_and_the_classroom_checks_every_ten_seconds():
+    kafka = KafkaConfig.from_properties(BASE)
+    assert (kafka.auto_leader_rebalance_enable, kafka.leader_imbalance_check_interval_seconds,
+            kafka.leader_imbalance_per_broker_percentage) == (True, 300, 10)
+    classroom = KafkaConfig.from_properties({**BASE, "kafkasim.profile": "classroom"})
+    assert classroom.leader_imbalance_check_interval_seconds == 10
+    off = KafkaConfig.from_properties({**BASE, "auto.leader.rebalance.enable": "false"})
+    assert not off.auto_leader_rebalance_enable
+    with pytest.raises(ConfigError, match=r"leader\.imbalance\.check\.interval\.seconds"):
+        KafkaConfig.from_properties({**BASE, "leader.imbalance.check.interval.seconds": "0"})
+
+
 @pytest.mark.parametrize("props, message", [
     ({"zookeeper.connect": "x:1"}, "broker.id"),
     ({"broker.id": "-1", "zookeeper.connect": "x:1"}, "broker.id"),
