@@ -68,12 +68,14 @@ def client_leaders(cluster: RunningCluster, topic: str) -> dict[int, int]:
     return {p: info.leader for p, info in admin.list_topics(timeout=10).topics[topic].partitions.items()}
 
 
-def test_auto_rebalance_gives_a_returning_broker_its_preferred_leaderships_back(tmp_path, zk_server):
+@pytest.mark.parametrize("victim", ["follower", "controller"])
+def test_auto_rebalance_gives_a_returning_broker_its_preferred_leaderships_back(tmp_path, zk_server, victim):
+    # the controller as victim: its successor must run the imbalance check too (scheduled at its failover)
     interval_s = 3
     cluster = start_cluster(tmp_path, zk_server, overrides={"leader.imbalance.check.interval.seconds": str(interval_s)})
     try:
         create_topic(cluster, "auto", 6, 3)
-        broker = followers(cluster)[0]
+        broker = cluster.controller() if victim == "controller" else followers(cluster)[0]
         mine = preferred_partitions(cluster, "auto", broker)
         assert mine, "the assignment spreads preferred replicas over every broker"
         epochs = {p.partition: p.leader_epoch for p in cluster.state(["auto"]).partitions}
@@ -92,6 +94,7 @@ def test_auto_rebalance_gives_a_returning_broker_its_preferred_leaderships_back(
             assert state.partition("auto", p).leader_epoch == epochs[p] + 2
         wait_until(lambda: all(client_leaders(cluster, "auto")[p] == broker for p in mine), 10,
                    "clients' metadata to show the preferred leaders")
+        assert cluster.controller() != broker  # a returning controller does not take /controller back
         elections = [e for e in cluster.traces(cluster.controller())
                      if isinstance(e, te.LeaderElected) and e.election == "preferred" and e.topic == "auto"]
         assert sorted(e.partition for e in elections) == mine
