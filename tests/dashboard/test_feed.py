@@ -21,6 +21,13 @@ def test_an_election_names_controller_leader_partition_and_epoch():
                                "its leader went offline")
 
 
+def test_a_preferred_election_says_the_partition_went_back_to_its_preferred_replica():
+    event = te.LeaderElected(broker_id=1, topic="orders", partition=0, leader=3, leader_epoch=6, isr=[2, 3],
+                             previous_leader=2, zk_version=7, election="preferred")
+    assert sentence(event) == ("controller 1 elected broker 3 leader of orders-0, leader epoch 6, ISR [2,3] (back to "
+                               "its preferred replica)")
+
+
 def test_an_election_without_a_leader_says_the_partition_is_offline():
     event = te.LeaderElected(broker_id=1, topic="orders", partition=0, leader=-1, leader_epoch=5, isr=[3],
                              previous_leader=3, zk_version=6, election="offline")
