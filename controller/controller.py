@@ -121,9 +121,11 @@ class KafkaController:
                 if isinstance(event, ev.ControlledShutdown) and not event.reply.done():
                     event.reply.set_result((ErrorCode.unknown_server_error.value, []))
                 if isinstance(event, ev.ReplicaLeaderElection) and event.reply is not None and not event.reply.done():
-                    event.reply.set_result({tp: pe.ElectionResult(ErrorCode.unknown_server_error, "the controller "
-                                                                  "failed while electing; see its log")
-                                            for tp in event.partitions or ()})
+                    # deposed mid-election: the client asks the new controller (Kafka's ControllerMovedException)
+                    failed = (pe.ElectionResult(ErrorCode.not_controller) if not self.is_active else
+                              pe.ElectionResult(ErrorCode.unknown_server_error, "the controller failed while "
+                                                "electing; see its log"))
+                    event.reply.set_result(dict.fromkeys(event.partitions or (), failed))
                 if self.on_state_change is not None:
                     self.on_state_change()
 
