@@ -154,6 +154,11 @@ def test_kafka_python_elect_leaders_and_not_controller_on_other_brokers(cluster)
         p: 0 if p in mine else ELECTION_NOT_NEEDED for p in range(6)}
     assert all(led_by_preferred(cluster, topic).values())
 
+    # v0 (no election type: always preferred), to the controller
+    with RawConnection(client_port(cluster, cluster.controller())) as connection:
+        v0 = connection.request(ElectLeadersRequest(topic_partitions=[(topic, [0])], timeout_ms=5000), 0)
+    assert [p.error_code for p in v0.replica_election_results[0].partition_result] == [ELECTION_NOT_NEEDED]
+
 
 def test_preferred_replica_election_znode_is_done_and_deleted(cluster):
     topic = "el-zk"
