@@ -32,7 +32,8 @@ def _speed(text: str) -> float:
 
 def _run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--speed", type=_speed, default=1.0,
-                        help="pauses between steps are 2 s / SPEED (default 1; inf: none)")
+                        help="pauses between steps are the scenario's pause (2 s unless it says less) / SPEED "
+                             "(default 1; inf: none)")
     parser.add_argument("--keep", action="store_true", help="leave the cluster running at the end")
     parser.add_argument("--out", type=Path, default=None,
                         help="the run folder (default: DATA_DIR/scenarios/NAME-<UTC time>); `kafkasim analyze` "
