@@ -13,7 +13,7 @@ from matplotlib.figure import Figure
 from analysis.focus import LEADER_CHANGES, is_internal
 from analysis.report import RunAnalysis
 
-PHASES = [("detection_ms", "process death → session expiry"), ("election_ms", "expiry → controller decision"),
+PHASES = [("detection_ms", "fault on the old leader → session expiry"), ("election_ms", "expiry → controller decision"),
           ("propagation_ms", "decision → LeaderAndIsr applied"), ("first_write_ms", "applied → first ack")]
 
 
@@ -86,7 +86,8 @@ def timeline_figure(result: RunAnalysis) -> Figure:
         ax.set_xlabel("seconds")
         ax.set_ylabel("offset")
         if not own.empty:
-            ax.legend(fontsize=6, loc="upper left")
+            # the offsets climb from the lower left to the upper right: "best" keeps the box off the lines
+            ax.legend(fontsize=6, loc="best")
         else:
             ax.text(0.5, 0.5, "no LEO or HW traced for this partition", ha="center", transform=ax.transAxes)
     fig.tight_layout()
@@ -99,9 +100,12 @@ def lag_figure(result: RunAnalysis) -> Figure:
     if lag.empty:
         by_offsets.text(0.5, 0.5, "no follower fetches traced", ha="center")
     else:
-        for replica, series in lag.groupby("replica"):
-            by_offsets.hist(series.lag_offsets, bins=40, alpha=0.5, label=f"follower {replica}")
-            by_time.hist(series.lag_ms, bins=40, alpha=0.5, label=f"follower {replica}")
+        # the followers side by side in one set of bins: overlaid, each with bins of its own, a follower that
+        # never lagged was a hairline hidden behind the others
+        followers = list(lag.groupby("replica"))
+        labels = [f"follower {replica}" for replica, _ in followers]
+        by_offsets.hist([series.lag_offsets.dropna() for _, series in followers], bins=20, label=labels)
+        by_time.hist([series.lag_ms.dropna() for _, series in followers], bins=20, label=labels)
         by_offsets.legend(fontsize=7)
         by_time.legend(fontsize=7)
     by_offsets.set_title("follower lag in offsets (leader LEO - follower LEO)")
@@ -128,7 +132,8 @@ def failover_figure(result: RunAnalysis) -> Figure:
         widths = failovers[column].fillna(0.0) / 1000
         ax.barh(labels, widths, left=left, label=name)
         left = left + widths
-    ax.set_xlabel("seconds since the old leader died")
+    # the fault may have been a kill, a pause or a cut from ZooKeeper (a zombie leader lives on)
+    ax.set_xlabel("seconds since the fault on the old leader")
     ax.set_title("failover phases per leader change")
     ax.invert_yaxis()
     # below the axes, never over the bars

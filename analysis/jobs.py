@@ -99,7 +99,9 @@ def follower_lag(events: DataFrame) -> DataFrame:
     return of(events, "follower_fetch_state_updated").select(
         *TP, "ts_ms", F.col("broker_id").alias("leader"), "replica", "leader_epoch", "log_end_offset",
         "leader_log_end_offset", "high_watermark", "in_isr", "coalesced",
-        (F.col("leader_log_end_offset") - F.col("log_end_offset")).alias("lag_offsets"), "lag_ms")
+        (F.col("leader_log_end_offset") - F.col("log_end_offset")).alias("lag_offsets"),
+        # -1: never caught up under this leader, so no time since to count
+        F.when(F.col("lag_ms") >= 0, F.col("lag_ms")).alias("lag_ms"))
 
 
 def follower_lag_summary(lag: DataFrame) -> DataFrame:

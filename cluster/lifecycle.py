@@ -239,10 +239,13 @@ def start_broker(data_dir: Path, broker_id: int, wait: bool = True, say: Say = p
     return pid
 
 
-def down(data_dir: Path, say: Say = print, timeout_s: float = 60.0, unmount: bool = True) -> None:
+def down(data_dir: Path, say: Say = print, timeout_s: float = 60.0, unmount: bool = True,
+         controlled: bool = True) -> None:
     """Stops the brokers one at a time, the controller last (each does a controlled shutdown, so
     leadership moves once per broker instead of bouncing around), then ZooKeeper. ``unmount=False`` keeps the
-    tmpfs log directories (and the records in them) for the caller to read and then unmount."""
+    tmpfs log directories (and the records in them) for the caller to read and then unmount. ``controlled=False``
+    kills the brokers instead: for a cluster whose logs were read already and that is removed next, moving its
+    leaderships would only cost seconds."""
     layout = ClusterLayout(data_dir)
     spec = layout.load()
     if spec.network is not None:
@@ -261,7 +264,7 @@ def down(data_dir: Path, say: Say = print, timeout_s: float = 60.0, unmount: boo
         except Exception:
             pass  # ZooKeeper gone: the brokers just stop
     for broker_id in sorted(running, key=lambda b: (b == controller, b)):
-        if stop_process(layout.broker_pid(broker_id), timeout_s):
+        if stop_process(layout.broker_pid(broker_id), timeout_s, signal.SIGTERM if controlled else signal.SIGKILL):
             say(f"broker {broker_id} stopped")
     if not spec.external_zookeeper and stop_process(layout.zookeeper_pid(), 10.0):
         say("ZooKeeper stopped")

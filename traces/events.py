@@ -173,7 +173,7 @@ class ReplicaLag(BaseModel):
     replica: int
     log_end_offset: int
     lag_offsets: int   # leader LEO - follower LEO
-    lag_ms: int        # time since the follower was last caught up
+    lag_ms: int        # time since the follower was last caught up; -1: never, under this leader
 
 
 class IsrChanged(TraceEvent):
@@ -229,7 +229,7 @@ class FollowerFetchStateUpdated(TraceEvent):
     log_end_offset: int
     leader_log_end_offset: int
     high_watermark: int
-    lag_ms: int
+    lag_ms: int          # since the follower was last caught up; -1: never, under this leader
     in_isr: bool
     coalesced: int = 0   # updates folded into this one since the previous event for this replica
 

@@ -20,6 +20,12 @@ def _name(tp: TopicPartition) -> str:
     return f"{tp[0]}-{tp[1]}"
 
 
+def _since_caught_up(now_ms: int, last_caught_up_time_ms: int) -> int:
+    # 0: never caught up under this leader (Kafka starts a replica outside the ISR there); -1 says so, where
+    # now - 0 would be the machine's uptime
+    return now_ms - last_caught_up_time_ms if last_caught_up_time_ms > 0 else -1
+
+
 def replica_lags(partition: Partition, replicas: list[int], now_ms: int) -> list[te.ReplicaLag]:
     """How far behind ``replicas`` are right now, as the leader sees them (for an ISR change's trace)."""
     found = []
@@ -29,7 +35,7 @@ def replica_lags(partition: Partition, replicas: list[int], now_ms: int) -> list
             continue
         found.append(te.ReplicaLag(replica=replica, log_end_offset=follower.log_end_offset,
                                    lag_offsets=max(0, partition.log_end_offset - follower.log_end_offset),
-                                   lag_ms=now_ms - follower.last_caught_up_time_ms))
+                                   lag_ms=_since_caught_up(now_ms, follower.last_caught_up_time_ms)))
     return found
 
 
@@ -62,7 +68,8 @@ class ReplicationTracer:
         self.trace.emit(te.FollowerFetchStateUpdated, topic=partition.topic, partition=partition.partition,
                         replica=replica, leader_epoch=partition.leader_epoch,
                         log_end_offset=follower.log_end_offset, leader_log_end_offset=leader_leo,
-                        high_watermark=partition.high_watermark, lag_ms=now - follower.last_caught_up_time_ms,
+                        high_watermark=partition.high_watermark,
+                        lag_ms=_since_caught_up(now, follower.last_caught_up_time_ms),
                         in_isr=replica in partition.isr, coalesced=folded)
 
     # --- replica fetches served ----------------------------------------------------------------------

@@ -16,6 +16,7 @@ from __future__ import annotations
 import ipaddress
 import re
 import secrets
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 NAMESPACE_PREFIX = "kafkasim-"
@@ -166,6 +167,17 @@ def overlapping(subnet: str, routed: list[str]) -> list[str]:
         if network.version == wanted.version and network.overlaps(wanted):
             clashes.append(destination)
     return clashes
+
+
+def free_subnet(routed: list[str], pick: Callable[[list[str]], str] = secrets.choice) -> str:
+    """A /24 under 10.231.0.0/16, from .40 up, that none of ``routed`` overlaps: for a tool that starts a
+    --netns cluster of its own (a scenario) beside others on the machine. Picked at random among the free ones,
+    so two tools starting at once rarely reach for the same one (``check_free`` refuses the loser)."""
+    free = [subnet for third in range(40, 256) if not overlapping(subnet := f"10.231.{third}.0/24", routed)]
+    if not free:
+        raise PlanError("every /24 from 10.231.40.0 to 10.231.255.0 is routed on this host already: stop a "
+                        "--netns cluster ('kafkasim down', 'kafkasim net clean') or give a --subnet")
+    return pick(free)
 
 
 def tag_of(name: str) -> str | None:

@@ -13,12 +13,14 @@ from typing import Any
 
 from cluster.final_logs import partition_records
 from cluster.lifecycle import start_broker
+from cluster.net import actions as net_actions
 from cluster.scenarios import group_actions
 from cluster.scenarios.context import HISTORY_FILE, ScenarioError, ScenarioRun, wait_until
 from cluster.scenarios.producers import BackgroundProducer, Sent, send
 from cluster.scenarios.raw_client import RETRIABLE_ROUTING, ProduceResult
 from cluster.scenarios.raw_client import offset_for_leader_epoch
 from cluster.scenarios.raw_client import produce as raw_produce
+from traces import events as te
 from traces.faults import TOOLS_TRACE_FILE, record_fault
 from traces.history import AcknowledgedWrite
 
@@ -155,6 +157,74 @@ def thaw(run: ScenarioRun, broker: int | list[int]) -> dict[str, Any]:
         except ProcessLookupError:
             pass
     return {}
+
+
+def isolate(run: ScenarioRun, broker: int | None = None, leader_of: str | None = None, peers: str = "zookeeper"
+            ) -> dict[str, Any]:
+    """Cuts the broker off from ``peers`` (zookeeper, brokers, clients or all), as `kafkasim net isolate` does:
+    its namespace drops their packets both ways, everyone else still reaches everyone. Fact ``isolated``.
+    ``heal`` restores every link; the runner does if a later step fails."""
+    victim = _broker(run, broker, leader_of)
+    run.cut = True
+    net_actions.isolate(run.data_dir, victim, peers, say=lambda _: None)
+    return {"isolated": victim}
+
+
+def heal(run: ScenarioRun) -> dict[str, Any]:
+    """Every cut link of the cluster restored (`kafkasim net heal`)."""
+    net_actions.heal(run.data_dir, say=lambda _: None)
+    run.cut = False
+    return {}
+
+
+def _last_role(run: ScenarioRun, broker: int, topic: str) -> te.ReplicaRoleChanged | None:
+    """What the broker last applied for ``topic``-0 (from a LeaderAndIsr): the broker's own belief."""
+    return next((e for e in reversed(run.traces(broker))
+                 if isinstance(e, te.ReplicaRoleChanged) and e.topic == topic and e.partition == 0), None)
+
+
+def ask_role(run: ScenarioRun, broker: int, topic: str, label: str) -> dict[str, Any]:
+    """What ``broker`` believes about ``topic``-0, whatever ZooKeeper says: ``LABEL.role`` (leader, follower,
+    stopped), ``LABEL.leader`` and ``LABEL.leader_epoch``, from the last role change it traced."""
+    role = _last_role(run, int(broker), topic)
+    if role is None:
+        raise ScenarioError(f"broker {broker} never applied a role for {topic}-0")
+    return {f"{label}.role": role.role, f"{label}.leader": role.leader, f"{label}.leader_epoch": role.leader_epoch}
+
+
+def wait_for_leader_and_isr(run: ScenarioRun, topic: str, without: int | list[int] | None = None,
+                            timeout_s: float = 15) -> dict[str, Any]:
+    """Until every replica of ``topic``-0 but ``without`` has applied the leader and leader epoch ZooKeeper names
+    (the controller's LeaderAndIsr reached it: the leader takes writes, the followers fetch from it); fact
+    ``applied_s:T``."""
+    excluded = set(without if isinstance(without, list) else [] if without is None else [without])
+
+    def applied() -> bool:
+        view = run.state([topic]).partition(topic, 0)
+        if view is None or view.leader < 0:
+            return False
+        roles = [_last_role(run, b, topic) for b in view.replicas if b not in excluded]
+        return all(r is not None and (r.leader, r.leader_epoch) == (view.leader, view.leader_epoch) for r in roles)
+
+    started = time.monotonic()
+    wait_until(applied, timeout_s, f"the replicas of {topic}-0 to apply the leader ZooKeeper names")
+    return {f"applied_s:{topic}": round(time.monotonic() - started, 2)}
+
+
+def produce_to(run: ScenarioRun, broker: int, topic: str, value: str, acks: int | str = "all",
+               timeout_ms: int = 3000, label: str = "produce-to") -> dict[str, Any]:
+    """One value straight to ``broker``, once, as a client whose metadata still names it the leader of
+    ``topic``-0: ``LABEL.error`` (Kafka's error name, NONE, or NO ANSWER when the connection gave none) and
+    ``LABEL.acknowledged`` (0 or 1). ``timeout_ms`` is the request's own, how long acks=all may wait."""
+    target = run.spec.broker(int(broker))
+    try:
+        result = raw_produce(target.host, target.client_port, topic, [value.encode()],
+                             -1 if acks == "all" else int(acks), int(timeout_ms))
+    except OSError:
+        return {f"{label}.error": "NO ANSWER", f"{label}.acknowledged": 0}
+    if result.error_code == 0:
+        _record(run, topic, Sent(acknowledged=[value], offsets=[result.base_offset]))
+    return {f"{label}.error": result.error_name, f"{label}.acknowledged": int(result.error_code == 0)}
 
 
 def wait_for_fenced(run: ScenarioRun, broker: int, timeout_s: float = 20) -> dict[str, Any]:
@@ -432,6 +502,11 @@ ACTIONS: dict[str, Action] = {
     "kill9": kill9,
     "freeze": freeze,
     "thaw": thaw,
+    "isolate": isolate,
+    "heal": heal,
+    "ask_role": ask_role,
+    "wait_for_leader_and_isr": wait_for_leader_and_isr,
+    "produce_to": produce_to,
     "wait_for_fenced": wait_for_fenced,
     "ask_epoch_end": ask_epoch_end,
     "kill_leader_while_followers_lag": kill_leader_while_followers_lag,

@@ -39,6 +39,7 @@ class ScenarioRun:
     producers: dict[str, Any] = field(default_factory=dict)  # label -> a running BackgroundProducer
     frozen: dict[int, int] = field(default_factory=dict)  # broker -> pid of a broker stopped with SIGSTOP
     consumers: dict[str, Any] = field(default_factory=dict)  # "GROUP/N" -> a GroupConsumerProcess
+    cut: bool = False  # a network fault is in force: the runner heals it if the story stops before its heal
 
     @property
     def layout(self) -> ClusterLayout:

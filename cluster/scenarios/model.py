@@ -93,6 +93,9 @@ class Scenario:
     # the pause after each step at --speed 1, for the class to read the tables; a story of many short steps
     # (four elections in a row) pauses less so that --auto still tells it within a minute
     pause_s: float = 2.0
+    # every process in a network namespace of its own (root), for a story that cuts links (`kafkasim net`);
+    # with --existing/--bootstrap the cluster must be such a one
+    netns: bool = False
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from rich.table import Table
 
 from cluster.lifecycle import down, up
 from cluster.processes import ClusterError, ClusterLayout
-from cluster.scenarios.actions import ACTIONS, thaw
+from cluster.scenarios.actions import ACTIONS, heal, thaw
 from cluster.scenarios.context import ScenarioError, ScenarioRun, wait_until
 from cluster.scenarios.model import STORY_DEFAULTS, Scenario, Verdict, check, resolve, show
 from cluster.scenarios.observer import observe
@@ -75,6 +75,8 @@ def run_scenario(scenario: Scenario, options: Options, data_dir: Path, console: 
             consumer.stop()
         for broker in list(run.frozen):
             thaw(run, broker)  # a story that failed between freeze and thaw leaves no broker stopped
+        if run.cut:
+            heal(run)  # nor a link cut (an --existing cluster is not taken down, which would heal it too)
         out.mkdir(parents=True, exist_ok=True)
         _finish(scenario, run, out, own_cluster, options, verdicts, error, console)
     if error is not None:
@@ -87,6 +89,10 @@ def _cluster(scenario: Scenario, options: Options, out: Path, console: Console) 
     if options.existing is not None:
         spec = ClusterLayout(options.existing).load()
         run = ScenarioRun(options.existing, spec, topics)
+        if scenario.netns and spec.network is None:
+            raise ClusterError(f"{scenario.name} cuts network links, so it needs a cluster in network namespaces; "
+                               f"the cluster in {options.existing} runs on loopback: leave out --existing (the "
+                               "scenario starts one as root) or start one with 'kafkasim up --netns'")
         if len(spec.brokers) < scenario.brokers:
             raise ClusterError(f"{scenario.name} needs {scenario.brokers} brokers; the cluster in "
                                f"{options.existing} has {len(spec.brokers)}")
@@ -102,12 +108,26 @@ def _cluster(scenario: Scenario, options: Options, out: Path, console: Console) 
         raise ClusterError(f"{cluster_dir} exists; choose a new --out folder")
     overrides = {**STORY_DEFAULTS, **scenario.overrides}
     settings = ", ".join(f"{k}={v}" for k, v in overrides.items())
+    subnet = _free_subnet(scenario.name) if scenario.netns else None
     with console.status(f"starting ZooKeeper and {scenario.brokers} brokers (profile {scenario.profile})..."):
         spec = up(cluster_dir, scenario.brokers, None, scenario.profile, overrides, base_port=0,
-                  zookeeper_port=0, say=lambda _: None)
+                  zookeeper_port=0, say=lambda _: None, subnet=subnet)
+    namespaces = f", namespaces kafkasim-{spec.network['tag']}-* on {subnet}" if spec.network else ""
     console.print(f"cluster: {scenario.brokers} brokers, profile {scenario.profile}"
-                  + (f", {settings}" if settings else "") + f"; bootstrap {spec.bootstrap_servers}")
+                  + (f", {settings}" if settings else "") + namespaces
+                  + f"; bootstrap {spec.bootstrap_servers}")
     return ScenarioRun(cluster_dir, spec, topics), True
+
+
+def _free_subnet(name: str) -> str:
+    from cluster.net import system
+    from cluster.net.plan import PlanError, free_subnet
+
+    system.require_root(f"scenario {name}")
+    try:
+        return free_subnet(system.host_routes())
+    except PlanError as exc:
+        raise ClusterError(str(exc)) from None
 
 
 def _create_topics(scenario: Scenario, run: ScenarioRun) -> None:
@@ -213,7 +233,7 @@ def _finish(scenario: Scenario, run: ScenarioRun, out: Path, own_cluster: bool, 
     console.print(f"run folder: {out} (`kafkasim analyze {out}` draws its timeline)")
     if own_cluster and not options.keep:
         with console.status("stopping the cluster..."):
-            down(run.data_dir, say=lambda _: None, timeout_s=10)
+            down(run.data_dir, say=lambda _: None, timeout_s=10, controlled=False)  # its logs are collected
         shutil.rmtree(run.data_dir, ignore_errors=True)
     elif own_cluster:
         console.print(f"the cluster keeps running: --data-dir {run.data_dir} (`kafkasim --data-dir {run.data_dir} "

@@ -7,7 +7,7 @@ import pytest
 
 from cluster.net import faults
 from cluster.net.faults import FaultError, Sides, parse_sides
-from cluster.net.plan import IFNAMSIZ, NetworkPlan, PlanError, overlapping, plan_network, tag_of
+from cluster.net.plan import IFNAMSIZ, NetworkPlan, PlanError, free_subnet, overlapping, plan_network, tag_of
 
 TAG = "0a1b2c"
 
@@ -57,6 +57,14 @@ def test_a_subnet_the_host_routes_already_is_found_and_the_default_route_is_not(
     routed = ["default", "172.17.0.0/16", "10.77.0.0/16", "10.99.0.0/24"]
     assert overlapping("10.77.5.0/24", routed) == ["10.77.0.0/16"]
     assert overlapping("10.78.0.0/24", routed) == []
+
+
+def test_a_free_subnet_is_one_no_route_covers_and_there_is_a_clear_error_when_none_is_left():
+    routed = ["default", "10.231.7.0/24", "10.231.0.0/19"]  # .0 to .31 taken, and .40 up free
+    assert free_subnet(routed, pick=lambda free: free[0]) == "10.231.40.0/24"
+    assert not overlapping(free_subnet(routed), routed)
+    with pytest.raises(PlanError, match="kafkasim net clean"):
+        free_subnet(["10.231.0.0/16"])
 
 
 @pytest.mark.parametrize(("peers", "dropped"), [

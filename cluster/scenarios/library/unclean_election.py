@@ -17,6 +17,8 @@ SCENARIO = Scenario(
             "false), both on replicas [A, B], A leading. Kafka lets an out-of-sync replica lead only if the topic "
             "says so; then what only the old ISR had is lost.",
     brokers=2,
+    # 17 steps: at the default 2 s the pauses alone were 32 s of a --auto run; --step is the pace to teach it at
+    pause_s=1.0,
     topics=(Topic(GAMBLE, replicas=2, leader="controller", config={"unclean.leader.election.enable": "true"}),
             Topic(CAREFUL, replicas=2, same_replicas_as=GAMBLE)),
     steps=(
