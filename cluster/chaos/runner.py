@@ -33,7 +33,7 @@ from cluster.chaos.history import (
 )
 from cluster.chaos.nemesis import Nemesis, NemesisError, unsupported_kinds
 from cluster.chaos.schedule import NemesisStep, ScheduleSettings, nemesis_schedule
-from cluster.chaos.workload import Workload, WorkloadSettings
+from cluster.chaos.workload import CLOSE_TIMEOUT_S, Workload, WorkloadSettings
 from cluster.final_logs import broker_records
 from cluster.disk import recorded_mounts, unmount_log_dirs
 from cluster.lifecycle import down, up
@@ -132,6 +132,9 @@ def run_chaos(settings: ChaosSettings, out: Path, say: Callable[[str], None] = p
             say(f"workload stopped: {workload.counters.sent} sent, {workload.counters.acknowledged} acknowledged, "
                 f"{unknown} still unknown; cluster settled "
                 + (f"{settled_s:.1f} s after the heal" if settled_s is not None else "NOT within the settle time"))
+            if workload.counters.unclosed:
+                say(f"warning: {', '.join(workload.counters.unclosed)} still closing after "
+                    f"{CLOSE_TIMEOUT_S:.0f} s (a librdkafka destroy that does not end), left behind")
         leaders = _leaders(spec.zookeeper, settings.workload.topics)
     finally:
         # tmpfs log directories stay mounted until their records are read: unmounted, they are gone

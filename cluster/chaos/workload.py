@@ -19,6 +19,30 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from cluster.chaos.history import Operation, PolledRecord, Recorder, TopicPartition, send_completion
 
 
+# How long a client's goodbye may take. librdkafka's destroy has been seen to wait for ever (rd_kafka_destroy_app
+# joining a broker thread that never ends, after a broker was bounced five times in a row); a run needs the brokers'
+# logs for its verdict, not the client's goodbye, so a client still closing after this is left behind and named.
+CLOSE_TIMEOUT_S = 30.0
+
+
+def release(name: str, client: Producer | Consumer, timeout_s: float = CLOSE_TIMEOUT_S) -> bool:
+    """Close a consumer or destroy a producer (its last reference dropped) on a daemon thread, waiting at most
+    ``timeout_s``; False when it did not finish. The caller must hold no other reference to ``client``."""
+    held = [client]
+    del client
+
+    def close() -> None:
+        client = held.pop()
+        if isinstance(client, Consumer):
+            client.close()
+        del client   # a producer is destroyed (flushed already) when its last reference goes
+
+    closer = threading.Thread(target=close, name=f"{name}-close", daemon=True)
+    closer.start()
+    closer.join(timeout_s)
+    return not closer.is_alive()
+
+
 @dataclass(frozen=True)
 class WorkloadSettings:
     topics: tuple[str, ...] = ("chaos-a", "chaos-b")
@@ -38,6 +62,7 @@ class WorkloadCounters:
     acknowledged: int = 0
     failed: int = 0
     polled: int = 0
+    unclosed: list[str] = field(default_factory=list)   # clients whose close did not end in CLOSE_TIMEOUT_S
     ack_latencies_ms: list[tuple[float, float]] = field(default_factory=list)  # (wall ms at ack, latency ms)
 
 
@@ -111,7 +136,9 @@ class ChaosProducer:
         unknown = self.producer.flush(timeout_s)
         # Destroyed now, not when collected: librdkafka would keep reconnecting to brokers whose addresses
         # (a --netns cluster's) stop existing at `down`, and those connections would leave the machine.
-        self.producer = None
+        producer, self.producer = self.producer, None
+        if not release(self.process, producer):
+            self.counters.unclosed.append(self.process)
         return unknown
 
 
@@ -167,8 +194,9 @@ class ChaosReader:
     def finish(self) -> None:
         self.stop.set()
         self.thread.join(10)
-        self.consumer.close()
-        self.consumer = None
+        consumer, self.consumer = self.consumer, None
+        if not release(self.process, consumer):
+            self.counters.unclosed.append(self.process)
 
 
 class Workload:
