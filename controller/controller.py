@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 
 from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
@@ -228,7 +229,13 @@ class KafkaController:
         self.trace.controller_epoch = epoch + 1
         self.trace.emit(te.ControllerElected, epoch_zk_version=new_epoch_version)
         log.info("broker %d is the controller, epoch %d", self.broker_id, epoch + 1)
+        elected = time.monotonic()
         await self._on_controller_failover()
+        # the end of Kafka's onControllerFailover: what a controller failover costs beyond the session timeout
+        loaded_ms = (time.monotonic() - elected) * 1000
+        partitions = len(self._ctx().leadership)
+        self.trace.emit(te.ControllerLoaded, partitions=partitions, duration_ms=round(loaded_ms, 1))
+        log.info("controller %d loaded %d partitions in %.0f ms", self.broker_id, partitions, loaded_ms)
 
     async def _own_election_went_through(self, epoch: int) -> int | None:
         """The epoch znode's version when our multi-op was applied although it reported failure: ZkClient sends
