@@ -29,7 +29,7 @@ from zk.znodes import ControllerEpochZNode, ControllerZNode, TopicPartitionState
 
 TOPIC = "bench-scale"
 REPLICATION_FACTOR = 3
-POLL_S = 0.02
+POLL_S = 0.1
 # librdkafka reports every refused connection to a stopped broker; expected here, so kept out of the output
 QUIET = logging.getLogger("kafkasim.bench.scale.librdkafka")
 QUIET.addHandler(logging.NullHandler())
@@ -60,12 +60,39 @@ class SizeResult:
 async def _poll(condition: Callable[[], Awaitable], timeout_s: float, what: str):
     deadline = time.monotonic() + timeout_s
     while True:
+        began = time.monotonic()
         result = await condition()
         if result:
             return result
         if time.monotonic() > deadline:
             raise ClusterError(f"gave up after {timeout_s:.0f} s waiting for {what}")
-        await asyncio.sleep(POLL_S)
+        # the looks must not take the brokers' CPU: the figures come from the znodes' mtimes, not from when we looked
+        await asyncio.sleep(max(POLL_S, 2 * (time.monotonic() - began)))
+
+
+async def wait_all(zk: ZkClient, partitions: list[int], ok: Callable[[StateView | None], bool], timeout_s: float,
+                   what: str) -> dict[int, StateView | None]:
+    """Until ``ok`` holds for every partition at once; returns that look. Only partitions not yet seen ok are read
+    again, then one look at all of them confirms (a partition may have left the condition meanwhile)."""
+    pending = list(partitions)
+
+    async def done() -> dict[int, StateView | None] | None:
+        nonlocal pending
+        if pending:
+            states = await read_states(zk, pending)
+            pending = [p for p, s in states.items() if not ok(s)]
+            if pending:
+                return None
+        states = await read_states(zk, partitions)
+        pending = [p for p, s in states.items() if not ok(s)]
+        return None if pending else states
+
+    return await _poll(done, timeout_s, what)
+
+
+def last_write_s(states: dict[int, StateView | None], since_wall: float) -> float:
+    """Seconds from ``since_wall`` to the last write among these state znodes."""
+    return max(s.mtime_ms for s in states.values() if s is not None) / 1000 - since_wall
 
 
 async def read_states(zk: ZkClient, partitions: list[int]) -> dict[int, StateView | None]:
@@ -80,8 +107,8 @@ async def read_states(zk: ZkClient, partitions: list[int]) -> dict[int, StateVie
     return dict(zip(partitions, views, strict=True))
 
 
-def _all_led_and_full(states: dict[int, StateView | None], live: set[int]) -> bool:
-    return all(s is not None and s.leader in live and len(s.isr) == REPLICATION_FACTOR for s in states.values())
+def _led_and_full(state: StateView | None) -> bool:
+    return state is not None and state.leader >= 0 and len(state.isr) == REPLICATION_FACTOR
 
 
 async def _controller(zk: ZkClient) -> tuple[int, int]:
@@ -118,12 +145,8 @@ class ScaleRun:
             await self._controller_failover(zk)
         return self.result
 
-    async def _wait_full(self, zk: ZkClient, what: str) -> None:
-        live = set(self.brokers)
-        await _poll(lambda: self._full(zk, live), self.timeout_s, what)
-
-    async def _full(self, zk: ZkClient, live: set[int]) -> bool:
-        return _all_led_and_full(await read_states(zk, self.all), live)
+    async def _wait_full(self, zk: ZkClient, what: str) -> dict[int, StateView | None]:
+        return await wait_all(zk, self.all, _led_and_full, self.timeout_s, what)
 
     # --- create -----------------------------------------------------------------------------------------
 
@@ -131,7 +154,7 @@ class ScaleRun:
         n = len(self.all)
         self.say(f"{n} partitions: CreateTopics through the AdminClient ...")
         admin = AdminClient({"bootstrap.servers": self.spec.bootstrap_servers}, logger=QUIET)
-        began = time.monotonic()
+        began, began_wall = time.monotonic(), time.time()
         answered: list[float] = []
 
         def create() -> None:
@@ -141,8 +164,8 @@ class ScaleRun:
             answered.append(time.monotonic() - began)
 
         creating = asyncio.get_running_loop().run_in_executor(None, create)
-        await self._wait_full(zk, f"{n} partitions led with a full ISR")
-        self.result.create_s = time.monotonic() - began
+        states = await self._wait_full(zk, f"{n} partitions led with a full ISR")
+        self.result.create_s = last_write_s(states, began_wall)
         await creating
         self.result.create_answered_s = answered[0]
         self.say(f"{n} partitions: led with a full ISR after {self.result.create_s:.2f} s "
@@ -176,22 +199,18 @@ class ScaleRun:
         killed_wall, killed = time.time(), time.monotonic()
         os.kill(pid, signal.SIGKILL)
 
-        async def moved() -> dict[int, StateView | None] | None:
-            states = await read_states(zk, led)
-            done = all(s is not None and s.leader not in (victim, -1) for s in states.values())
-            return states if done else None
-
-        states = await _poll(moved, self.timeout_s, f"new leaders for broker {victim}'s {len(led)} partitions")
+        states = await wait_all(zk, led, lambda s: s is not None and s.leader not in (victim, -1), self.timeout_s,
+                                f"new leaders for broker {victim}'s {len(led)} partitions")
         seen_s = time.monotonic() - killed
-        last_write_s = max(s.mtime_ms for s in states.values() if s is not None) / 1000 - killed_wall
-        self.result.kill = {"broker": victim, "led": len(led), "moved_s": round(last_write_s, 3),
+        moved_s = last_write_s(states, killed_wall)
+        self.result.kill = {"broker": victim, "led": len(led), "moved_s": round(moved_s, 3),
                             "seen_s": round(seen_s, 3)}
-        self.say(f"{len(self.all)} partitions: all {len(led)} leaders moved {last_write_s:.2f} s after the kill "
+        self.say(f"{len(self.all)} partitions: all {len(led)} leaders moved {moved_s:.2f} s after the kill "
                  f"(seen after {seen_s:.2f} s); restarting broker {victim} ...")
-        began = time.monotonic()
+        began_wall = time.time()
         await asyncio.to_thread(start_broker, self.layout.data_dir, victim, True, lambda _: None)
-        await self._wait_full(zk, f"broker {victim} back in every ISR")
-        self.result.restart_isr_full_s = time.monotonic() - began
+        states = await self._wait_full(zk, f"broker {victim} back in every ISR")
+        self.result.restart_isr_full_s = last_write_s(states, began_wall)
 
     # --- controlled shutdown ----------------------------------------------------------------------------
 
@@ -208,7 +227,7 @@ class ScaleRun:
         while pid_file.read() is not None:
             if time.monotonic() - began > self.timeout_s:
                 raise ClusterError(f"broker {victim} still running {self.timeout_s:.0f} s after SIGTERM")
-            await asyncio.sleep(0.005)
+            await asyncio.sleep(0.01)
         exited_s = time.monotonic() - began
         survivors = [b for b in self.brokers if b != victim]
         # At the moment it exits: ZooKeeper's leaders, and what each survivor answers a Metadata request alone.
