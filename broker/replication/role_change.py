@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
@@ -29,7 +29,9 @@ LeadershipListener = Callable[[TopicPartition, bool], None]
 class ReplicaLogs(Protocol):
     """Where a replica's log comes from and goes to (the broker's LogService)."""
 
-    def ensure_log(self, state: ReplicaState) -> Awaitable[ReplicaLog]: ...
+    def topic_configs(self, topics: set[str]) -> Awaitable[dict[str, Any]]: ...
+
+    def ensure_log(self, state: ReplicaState, config: Any = None) -> Awaitable[ReplicaLog]: ...
 
     def delete(self, tp: TopicPartition) -> None: ...
 
@@ -80,6 +82,9 @@ class RoleChangeManager:
     async def become_leader_or_follower(self, request: pb.LeaderAndIsrRequest) -> pb.LeaderAndIsrResponse:
         self.remember_endpoints(request.live_leaders)
         response = self.replica_manager.become_leader_or_follower(request)
+        new_topics = {e.topic for e in response.partition_errors
+                      if e.error_code == 0 and (e.topic, e.partition) not in self.replica_io.hosted}
+        configs = await self.logs.topic_configs(new_topics) if new_topics else {}
         for error in response.partition_errors:
             tp = (error.topic, error.partition)
             state = self.replica_manager.partitions.get(tp)
@@ -90,7 +95,7 @@ class RoleChangeManager:
                 error.error_code = ErrorCode.kafka_storage_error.value
                 continue
             try:
-                await self._become(tp, state)
+                await self._become(tp, state, configs.get(tp[0]))
             except KafkaStorageError as exc:
                 # the log dir failure channel has the directory; its handler takes the replicas offline
                 log.warning("%s-%d: cannot become %s: %s", tp[0], tp[1],
@@ -98,10 +103,10 @@ class RoleChangeManager:
                 error.error_code = ErrorCode.kafka_storage_error.value
         return response
 
-    async def _become(self, tp: TopicPartition, state: ReplicaState) -> None:
+    async def _become(self, tp: TopicPartition, state: ReplicaState, config: Any = None) -> None:
         partition = self.replica_io.hosted.get(tp)
         if partition is None:
-            replica_log = await self.logs.ensure_log(state)
+            replica_log = await self.logs.ensure_log(state, config)
             partition = Partition(tp[0], tp[1], self.broker_id, replica_log, self.replica_lag_time_max_ms,
                                   high_watermark=self.checkpointed_high_watermark(tp))
             self.replica_io.attach(partition)
