@@ -43,6 +43,8 @@ from zk.znodes import (
 )
 
 log = logging.getLogger(__name__)
+# how long a controlled shutdown's answer waits for the other brokers to apply its leader moves
+CONTROLLED_SHUTDOWN_PROPAGATION_S = 10.0
 
 
 class KafkaController:
@@ -341,8 +343,9 @@ class KafkaController:
         except ZNodeDecodeError as exc:
             log.error("topic %s: ignoring its config: %s", topic, exc)
             ctx.topic_configs[topic] = {}
-        for partition in assignment:
-            await self._refresh_leadership(ctx, (topic, partition))
+        # pipelined: one round trip per partition, one after the other, made a failover at 1000 partitions take
+        # seconds (Kafka's controller reads them with getTopicPartitionStates, pipelined too)
+        await self._refresh_partitions([(topic, partition) for partition in assignment])
         return True
 
     async def _refresh_leadership(self, ctx: ControllerContext, tp: TopicPartition) -> PartitionLeadership | None:
@@ -508,7 +511,16 @@ class KafkaController:
         await self._perform(batch, lambda tps: psm.elect(ctx, tps, psm.CONTROLLED_SHUTDOWN),
                             rsm.still_led_by(ctx, broker, replicated))
         await self._perform(batch, lambda tps: rsm.shutdown_followers(ctx, broker, tps), replicated)
-        batch.send()
+        sent = batch.send()
+        # The broker exits as soon as it has the answer; until the others have applied the new leaders, clients
+        # asking them would be sent to a broker that is gone (seen at 1000 partitions: every moved partition).
+        # Kafka answers without waiting; waiting, bounded, costs the stopping broker the others' apply time.
+        others = [f for b, futures in sent.items() if b != broker for f in futures]
+        if others:
+            _, late = await asyncio.wait(others, timeout=CONTROLLED_SHUTDOWN_PROPAGATION_S)
+            if late:
+                log.warning("controlled shutdown of broker %d: %d requests to the other brokers not answered "
+                            "within %.0f s; answering anyway", broker, len(late), CONTROLLED_SHUTDOWN_PROPAGATION_S)
         remaining = rsm.still_led_by(ctx, broker, replicated)
         self.trace.emit(te.ControlledShutdownStep, phase="handled", remaining_partitions=len(remaining),
                         detail=f"for broker {broker}")
@@ -565,9 +577,7 @@ class KafkaController:
                 changed.update(IsrChangeNotificationZNode.decode(path, data))
             except ZNodeDecodeError as exc:
                 log.error("ignoring ISR change notification: %s", exc)
-        for tp in sorted(changed):
-            if tp[0] in ctx.assignments:
-                await self._refresh_leadership(ctx, tp)
+        await self._refresh_partitions([tp for tp in sorted(changed) if tp[0] in ctx.assignments])
         batch = self._batch()
         batch.add_update_metadata(ctx.live_brokers, [tp for tp in sorted(changed) if tp in ctx.leadership])
         batch.send()
