@@ -23,7 +23,7 @@ from controller import partition_state_machine as psm
 from controller import replica_state_machine as rsm
 from controller.state_change import ControllerMovedError, PartitionStateWrite, StateChanges
 from controller.topic_deletion import decide_topic_deletion
-from controller.zk_writes import MAX_IN_FLIGHT, FencedZkWriter
+from controller.zk_writes import MAX_READS_IN_FLIGHT, FencedZkWriter
 from traces import events as te
 from traces.writer import TraceWriter
 from zk.client import CreateOp, MultiOpError, SetDataOp, ZkClient, ZkUnavailableError
@@ -367,7 +367,7 @@ class KafkaController:
         """Re-reads the state znodes (pipelined), as Kafka does before every election: a leader may have
         changed the ISR since we last looked."""
         ctx = self._ctx()
-        limit = asyncio.Semaphore(MAX_IN_FLIGHT)
+        limit = asyncio.Semaphore(MAX_READS_IN_FLIGHT)
 
         async def one(tp: TopicPartition) -> None:
             async with limit:
