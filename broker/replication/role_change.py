@@ -5,6 +5,7 @@ leadership (the group coordinator for __consumer_offsets)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
@@ -21,6 +22,8 @@ from traces import events as te
 from traces.writer import TraceWriter
 
 log = logging.getLogger(__name__)
+# partitions applied between two yields to the loop
+YIELD_EVERY = 20
 
 # (partition, is leader now): told after every role change, and with False when a replica stops here
 LeadershipListener = Callable[[TopicPartition, bool], None]
@@ -85,7 +88,12 @@ class RoleChangeManager:
         new_topics = {e.topic for e in response.partition_errors
                       if e.error_code == 0 and (e.topic, e.partition) not in self.replica_io.hosted}
         configs = await self.logs.topic_configs(new_topics) if new_topics else {}
-        for error in response.partition_errors:
+        for count, error in enumerate(response.partition_errors, 1):
+            if count % YIELD_EVERY == 0:
+                # Becoming leader writes the leader-epoch checkpoint (fsync) partition by partition: hundreds of
+                # them in one go held the loop for over a second, and a controller on this broker, loading after a
+                # failover, waited that long for each ZooKeeper answer.
+                await asyncio.sleep(0)
             tp = (error.topic, error.partition)
             state = self.replica_manager.partitions.get(tp)
             if error.error_code != 0 or state is None:
