@@ -225,20 +225,22 @@ class DescribeBrokerResponse(_message.Message):
     def __init__(self, broker_id: _Optional[int] = ..., broker_epoch: _Optional[int] = ..., highest_controller_epoch_seen: _Optional[int] = ..., is_controller: _Optional[bool] = ..., controller_epoch: _Optional[int] = ..., replicas: _Optional[_Iterable[_Union[ReplicaView, _Mapping]]] = ..., metadata_brokers: _Optional[_Iterable[_Union[LiveBroker, _Mapping]]] = ..., metadata_partitions: _Optional[_Iterable[_Union[PartitionState, _Mapping]]] = ...) -> None: ...
 
 class ReplicaFetchPartition(_message.Message):
-    __slots__ = ("topic", "partition", "fetch_offset", "log_start_offset", "current_leader_epoch", "partition_max_bytes")
+    __slots__ = ("topic", "partition", "fetch_offset", "log_start_offset", "current_leader_epoch", "partition_max_bytes", "high_watermark")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     PARTITION_FIELD_NUMBER: _ClassVar[int]
     FETCH_OFFSET_FIELD_NUMBER: _ClassVar[int]
     LOG_START_OFFSET_FIELD_NUMBER: _ClassVar[int]
     CURRENT_LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     PARTITION_MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
+    HIGH_WATERMARK_FIELD_NUMBER: _ClassVar[int]
     topic: str
     partition: int
     fetch_offset: int
     log_start_offset: int
     current_leader_epoch: int
     partition_max_bytes: int
-    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., fetch_offset: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., current_leader_epoch: _Optional[int] = ..., partition_max_bytes: _Optional[int] = ...) -> None: ...
+    high_watermark: int
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., fetch_offset: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., current_leader_epoch: _Optional[int] = ..., partition_max_bytes: _Optional[int] = ..., high_watermark: _Optional[int] = ...) -> None: ...
 
 class ReplicaFetchRequest(_message.Message):
     __slots__ = ("replica_id", "max_wait_ms", "min_bytes", "max_bytes", "partitions")

@@ -30,18 +30,20 @@ class _BrokerSender:
         self.timeout_s = timeout_s
         self.channel = grpc.aio.insecure_channel(address)
         self.stub = ControlPlaneStub(self.channel)
-        self.queue: asyncio.Queue[tuple[str, object]] = asyncio.Queue()
+        self.queue: asyncio.Queue[tuple[str, object, asyncio.Future]] = asyncio.Queue()
         self.task = asyncio.get_running_loop().create_task(self._run(), name=f"controller-sender-{broker_id}")
 
     async def _run(self) -> None:
         while True:
-            method, request = await self.queue.get()
+            method, request, answered = await self.queue.get()
             while True:
                 try:
                     response = await getattr(self.stub, method)(request, timeout=self.timeout_s)
                     if response.error_code:
                         log.warning("broker %d answered %s with error %d", self.broker_id, method,
                                     response.error_code)
+                    if not answered.done():
+                        answered.set_result(response.error_code)
                     break
                 except grpc.aio.AioRpcError as exc:
                     log.info("%s to broker %d at %s failed (%s); retrying", method, self.broker_id,
@@ -50,6 +52,8 @@ class _BrokerSender:
 
     async def close(self) -> None:
         self.task.cancel()
+        while not self.queue.empty():
+            self.queue.get_nowait()[2].cancel()
         await self.channel.close(grace=None)
 
 
@@ -75,10 +79,14 @@ class ControllerChannelManager:
         if sender is not None:
             asyncio.get_running_loop().create_task(sender.close())
 
-    def send(self, broker_id: int, method: str, request: object) -> None:
+    def send(self, broker_id: int, method: str, request: object) -> asyncio.Future | None:
+        """Queues the request; the future is done when the broker has answered it (None: broker unknown)."""
         sender = self._senders.get(broker_id)
-        if sender is not None:
-            sender.queue.put_nowait((method, request))
+        if sender is None:
+            return None
+        answered = asyncio.get_running_loop().create_future()
+        sender.queue.put_nowait((method, request, answered))
+        return answered
 
     async def close(self) -> None:
         senders, self._senders = list(self._senders.values()), {}
@@ -145,28 +153,36 @@ class ControlRequestBatch:
             self._stop_replica[broker].append(pb.StopReplicaPartition(
                 topic=tp[0], partition=tp[1], leader_epoch=leader_epoch, delete_partition=delete))
 
-    def send(self) -> None:
+    def send(self) -> dict[int, list[asyncio.Future]]:
+        """Sends what was collected; returns, per broker, the futures of its requests' answers."""
         ctx = self.ctx
+        sent: dict[int, list[asyncio.Future]] = defaultdict(list)
+
+        def track(broker: int, answered: asyncio.Future | None) -> None:
+            if answered is not None:
+                sent[broker].append(answered)
+
         header = dict(controller_id=self.controller_id, controller_epoch=ctx.epoch)
         leaders = {lead.state.leader for lead in ctx.leadership.values()}
         live_leaders = [live_broker(b, ctx.live_brokers[b], ctx.broker_epochs.get(b, -1))
                         for b in sorted(leaders) if b in ctx.live_brokers]
         for broker, states in sorted(self._leader_and_isr.items()):
-            self.channel.send(broker, "LeaderAndIsr", pb.LeaderAndIsrRequest(
+            track(broker, self.channel.send(broker, "LeaderAndIsr", pb.LeaderAndIsrRequest(
                 broker_epoch=ctx.broker_epochs.get(broker, -1), partition_states=list(states.values()),
-                live_leaders=live_leaders, **header))
+                live_leaders=live_leaders, **header)))
             self._sent("LeaderAndIsr", broker, len(states))
         all_live = [live_broker(b, reg, ctx.broker_epochs.get(b, -1)) for b, reg in sorted(ctx.live_brokers.items())]
         for broker in sorted(self._metadata_brokers):
-            self.channel.send(broker, "UpdateMetadata", pb.UpdateMetadataRequest(
+            track(broker, self.channel.send(broker, "UpdateMetadata", pb.UpdateMetadataRequest(
                 broker_epoch=ctx.broker_epochs.get(broker, -1),
-                partition_states=list(self._metadata_partitions.values()), live_brokers=all_live, **header))
+                partition_states=list(self._metadata_partitions.values()), live_brokers=all_live, **header)))
             self._sent("UpdateMetadata", broker, len(self._metadata_partitions))
         for broker, partitions in sorted(self._stop_replica.items()):
-            self.channel.send(broker, "StopReplica", pb.StopReplicaRequest(
-                broker_epoch=ctx.broker_epochs.get(broker, -1), partitions=partitions, **header))
+            track(broker, self.channel.send(broker, "StopReplica", pb.StopReplicaRequest(
+                broker_epoch=ctx.broker_epochs.get(broker, -1), partitions=partitions, **header)))
             self._sent("StopReplica", broker, len(partitions))
         self.__init__(self.controller_id, ctx, self.channel, self.on_sent)
+        return sent
 
     def _sent(self, request: str, broker: int, partitions: int) -> None:
         if self.on_sent is not None:

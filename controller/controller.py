@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 
 from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
@@ -23,7 +24,7 @@ from controller import preferred_election as pe
 from controller import replica_state_machine as rsm
 from controller.state_change import ControllerMovedError, PartitionStateWrite, StateChanges
 from controller.topic_deletion import decide_topic_deletion
-from controller.zk_writes import MAX_IN_FLIGHT, FencedZkWriter
+from controller.zk_writes import MAX_READS_IN_FLIGHT, FencedZkWriter
 from traces import events as te
 from traces.writer import TraceWriter
 from zk.client import CreateOp, MultiOpError, SetDataOp, ZkClient, ZkUnavailableError
@@ -46,6 +47,8 @@ from zk.znodes import (
 log = logging.getLogger(__name__)
 # Kafka's controller runs its first leader imbalance check this long after becoming controller
 AUTO_REBALANCE_FIRST_DELAY_S = 5
+# how long a controlled shutdown's answer waits for the other brokers to apply its leader moves
+CONTROLLED_SHUTDOWN_PROPAGATION_S = 10.0
 
 
 class KafkaController:
@@ -248,7 +251,13 @@ class KafkaController:
         self.trace.controller_epoch = epoch + 1
         self.trace.emit(te.ControllerElected, epoch_zk_version=new_epoch_version)
         log.info("broker %d is the controller, epoch %d", self.broker_id, epoch + 1)
+        elected = time.monotonic()
         await self._on_controller_failover()
+        # the end of Kafka's onControllerFailover: what a controller failover costs beyond the session timeout
+        loaded_ms = (time.monotonic() - elected) * 1000
+        partitions = len(self._ctx().leadership)
+        self.trace.emit(te.ControllerLoaded, partitions=partitions, duration_ms=round(loaded_ms, 1))
+        log.info("controller %d loaded %d partitions in %.0f ms", self.broker_id, partitions, loaded_ms)
 
     async def _own_election_went_through(self, epoch: int) -> int | None:
         """The epoch znode's version when our multi-op was applied although it reported failure: ZkClient sends
@@ -359,8 +368,9 @@ class KafkaController:
         except ZNodeDecodeError as exc:
             log.error("topic %s: ignoring its config: %s", topic, exc)
             ctx.topic_configs[topic] = {}
-        for partition in assignment:
-            await self._refresh_leadership(ctx, (topic, partition))
+        # pipelined: one round trip per partition, one after the other, made a failover at 1000 partitions take
+        # seconds (Kafka's controller reads them with getTopicPartitionStates, pipelined too)
+        await self._refresh_partitions([(topic, partition) for partition in assignment])
         return True
 
     async def _refresh_leadership(self, ctx: ControllerContext, tp: TopicPartition) -> PartitionLeadership | None:
@@ -382,7 +392,7 @@ class KafkaController:
         """Re-reads the state znodes (pipelined), as Kafka does before every election: a leader may have
         changed the ISR since we last looked."""
         ctx = self._ctx()
-        limit = asyncio.Semaphore(MAX_IN_FLIGHT)
+        limit = asyncio.Semaphore(MAX_READS_IN_FLIGHT)
 
         async def one(tp: TopicPartition) -> None:
             async with limit:
@@ -526,7 +536,16 @@ class KafkaController:
         await self._perform(batch, lambda tps: psm.elect(ctx, tps, psm.CONTROLLED_SHUTDOWN),
                             rsm.still_led_by(ctx, broker, replicated))
         await self._perform(batch, lambda tps: rsm.shutdown_followers(ctx, broker, tps), replicated)
-        batch.send()
+        sent = batch.send()
+        # The broker exits as soon as it has the answer; until the others have applied the new leaders, clients
+        # asking them would be sent to a broker that is gone (seen at 1000 partitions: every moved partition).
+        # Kafka answers without waiting; waiting, bounded, costs the stopping broker the others' apply time.
+        others = [f for b, futures in sent.items() if b != broker for f in futures]
+        if others:
+            _, late = await asyncio.wait(others, timeout=CONTROLLED_SHUTDOWN_PROPAGATION_S)
+            if late:
+                log.warning("controlled shutdown of broker %d: %d requests to the other brokers not answered "
+                            "within %.0f s; answering anyway", broker, len(late), CONTROLLED_SHUTDOWN_PROPAGATION_S)
         remaining = rsm.still_led_by(ctx, broker, replicated)
         self.trace.emit(te.ControlledShutdownStep, phase="handled", remaining_partitions=len(remaining),
                         detail=f"for broker {broker}")
@@ -583,9 +602,7 @@ class KafkaController:
                 changed.update(IsrChangeNotificationZNode.decode(path, data))
             except ZNodeDecodeError as exc:
                 log.error("ignoring ISR change notification: %s", exc)
-        for tp in sorted(changed):
-            if tp[0] in ctx.assignments:
-                await self._refresh_leadership(ctx, tp)
+        await self._refresh_partitions([tp for tp in sorted(changed) if tp[0] in ctx.assignments])
         batch = self._batch()
         batch.add_update_metadata(ctx.live_brokers, [tp for tp in sorted(changed) if tp in ctx.leadership])
         batch.send()

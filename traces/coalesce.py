@@ -42,10 +42,10 @@ class Tally:
     bytes: int = 0
     wait_ms_total: float = 0.0
     wait_ms_max: float = 0.0
-    last_offsets: dict[str, int] = field(default_factory=dict)
+    last_offsets: dict[Hashable, int] = field(default_factory=dict)
 
     def add(self, *, items: int = 0, size: int = 0, wait_ms: float = 0.0,
-            offsets: dict[str, int] | None = None) -> None:
+            offsets: dict[Hashable, int] | None = None) -> None:
         self.count += 1
         self.items += items
         self.bytes += size

@@ -36,6 +36,15 @@ class ControllerResigned(TraceEvent):
     reason: str
 
 
+class ControllerLoaded(TraceEvent):
+    """The new controller has read every topic and partition state, made every partition it could whole and sent
+    the brokers their requests (the end of Kafka's onControllerFailover): from here it serves the next event."""
+
+    event: Literal["controller_loaded"] = "controller_loaded"
+    partitions: int
+    duration_ms: float       # from winning the election
+
+
 class ControllerWriteFenced(TraceEvent):
     """A write guarded by the /controller_epoch version was refused: this controller was deposed."""
 
@@ -302,7 +311,8 @@ class TraceEventsDropped(TraceEvent):
 
 
 AnyTraceEvent = Annotated[
-    ControllerElected | ControllerResigned | ControllerWriteFenced | BrokerRegistered | SessionStateChanged
+    ControllerElected | ControllerResigned | ControllerLoaded | ControllerWriteFenced
+    | BrokerRegistered | SessionStateChanged
     | BrokerMembershipChanged | BrokerExpired | LeaderElected | TopicCreated | TopicDeleted
     | ControlRequestReceived | ControlRequestApplied | ReplicaRoleChanged | ControlledShutdownStep | BrokerStopped
     | LogDirFailed | ProduceAcknowledged | IsrChanged | FollowerTruncated | HighWatermarkUpdated

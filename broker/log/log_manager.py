@@ -99,7 +99,7 @@ class LogManager:
                 continue  # e.g. Kafka's "-delete" and "-future" directories
             if tp in self._logs:
                 raise RuntimeError(
-                    f"partition {tp[0]}-{tp[1]} exists in {self._logs[tp].directory.parent} and in {log_dir}; "
+                    f"partition {tp[0]}-{tp[1]} exists in {self._logs[tp].log_dir} and in {log_dir}; "
                     "remove one copy"
                 )
             self._logs[tp] = Log.open(
@@ -151,7 +151,7 @@ class LogManager:
                                                       f"({', '.join(map(str, self.log_dirs))}) is offline")
         counts = {d: 0 for d in self.live_log_dirs}
         for opened in self._logs.values():
-            counts[opened.directory.parent] = counts.get(opened.directory.parent, 0) + 1
+            counts[opened.log_dir] = counts.get(opened.log_dir, 0) + 1
         log_dir = min(self.live_log_dirs, key=lambda d: counts[d])
         with self._io(log_dir, f"creating the log of {topic}-{partition}"):
             created = Log.open(log_dir / f"{topic}-{partition}", self.config_for(topic), clock=self._clock,
@@ -165,13 +165,13 @@ class LogManager:
         touched = set()
         for tp, offset in offsets.items():
             if self._logs[tp].truncate_to(offset):
-                touched.add(self._logs[tp].directory.parent)
+                touched.add(self._logs[tp].log_dir)
         for log_dir in touched:
             self._checkpoint_recovery_points_in(log_dir)
 
     def truncate_fully_and_start_at(self, tp: TopicPartition, offset: int) -> None:
         self._logs[tp].truncate_fully_and_start_at(offset)
-        self._checkpoint_recovery_points_in(self._logs[tp].directory.parent)
+        self._checkpoint_recovery_points_in(self._logs[tp].log_dir)
 
     def delete_log(self, tp: TopicPartition) -> None:
         removed = self._logs.pop(tp, None)
@@ -231,7 +231,7 @@ class LogManager:
         return merged
 
     def _in_dir(self, log_dir: Path) -> list[tuple[TopicPartition, Log]]:
-        return [(tp, opened) for tp, opened in self._logs.items() if opened.directory.parent == log_dir]
+        return [(tp, opened) for tp, opened in self._logs.items() if opened.log_dir == log_dir]
 
     # --------------------------------------------------------------------------------- log dir failure
 

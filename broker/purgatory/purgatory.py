@@ -71,6 +71,12 @@ class DelayedOperationPurgatory:
         """
         if operation.try_complete():
             return True
+        self.watch(operation, keys, now_ms)
+        return False
+
+    def watch(self, operation: DelayedOperation, keys: Iterable[Hashable], now_ms: int) -> None:
+        """Watch ``operation`` on every key and start its timeout, without trying it first: for a caller that
+        has just found it cannot complete (on one loop nothing can have changed since)."""
         watched = False
         for key in keys:
             self._watchers.setdefault(key, []).append(operation)
@@ -80,7 +86,6 @@ class DelayedOperationPurgatory:
         if not self.timer.add(operation, now_ms):
             operation.run()  # a zero (or negative) timeout: it expires right away
         self._purge_if_needed()
-        return False
 
     def check_and_complete(self, key: Hashable) -> int:
         """Try to complete the operations watching ``key``; return how many this call completed."""

@@ -339,6 +339,9 @@ class Partition:
         high_watermark = self.high_watermark
         log_start, log_end = self.log.log_start_offset, self.log.log_end_offset
         bound = log_end if isolation is FetchIsolation.LOG_END else high_watermark
+        if log_start <= fetch_offset == bound:
+            # nothing to read: the usual answer to an idle follower, which asks for every partition twice a second
+            return LogReadResult(None, high_watermark, log_start, log_end)
         region = self.log.read(fetch_offset, max_bytes, max_offset=bound, min_one_message=min_one_message)
         return LogReadResult(region if region.size else None, high_watermark, log_start, log_end)
 

@@ -179,9 +179,11 @@ class ReplicaFetcher:
             partitions=[pb.ReplicaFetchPartition(
                 topic=tp[0], partition=tp[1], fetch_offset=s.fetch_offset,
                 log_start_offset=s.partition.log.log_start_offset, current_leader_epoch=s.leader_epoch,
-                partition_max_bytes=self.settings.partition_max_bytes) for tp, s in ready.items()])
+                partition_max_bytes=self.settings.partition_max_bytes, high_watermark=s.partition.high_watermark)
+                for tp, s in ready.items()])
         sent_offsets = {tp: s.fetch_offset for tp, s in ready.items()}
         response = await self._exchange(request)
+        # a partition left out of the answer had nothing new: no records, the same HW and log start
         for data in response.partitions:
             tp = (data.topic, data.partition)
             state = self.partitions.get(tp)

@@ -48,6 +48,9 @@ class ReplicationService(ReplicationServicer):
         for p in request.partitions:
             result = results[(p.topic, p.partition)]
             read = result.read
+            if (read is not None and read.region is None and result.error == ErrorCode.none
+                    and p.high_watermark == read.high_watermark and p.log_start_offset >= read.log_start_offset):
+                continue  # nothing new for the follower: left out, it keeps what it has
             data = pb.ReplicaFetchPartitionData(topic=p.topic, partition=p.partition, error_code=result.error.value,
                                                 high_watermark=-1, log_start_offset=-1, log_end_offset=-1)
             if read is not None:

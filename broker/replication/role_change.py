@@ -5,9 +5,10 @@ leadership (the group coordinator for __consumer_offsets)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
@@ -21,6 +22,8 @@ from traces import events as te
 from traces.writer import TraceWriter
 
 log = logging.getLogger(__name__)
+# partitions applied between two yields to the loop
+YIELD_EVERY = 20
 
 # (partition, is leader now): told after every role change, and with False when a replica stops here
 LeadershipListener = Callable[[TopicPartition, bool], None]
@@ -29,7 +32,9 @@ LeadershipListener = Callable[[TopicPartition, bool], None]
 class ReplicaLogs(Protocol):
     """Where a replica's log comes from and goes to (the broker's LogService)."""
 
-    def ensure_log(self, state: ReplicaState) -> Awaitable[ReplicaLog]: ...
+    def topic_configs(self, topics: set[str]) -> Awaitable[dict[str, Any]]: ...
+
+    def ensure_log(self, state: ReplicaState, config: Any = None) -> Awaitable[ReplicaLog]: ...
 
     def delete(self, tp: TopicPartition) -> None: ...
 
@@ -80,7 +85,15 @@ class RoleChangeManager:
     async def become_leader_or_follower(self, request: pb.LeaderAndIsrRequest) -> pb.LeaderAndIsrResponse:
         self.remember_endpoints(request.live_leaders)
         response = self.replica_manager.become_leader_or_follower(request)
-        for error in response.partition_errors:
+        new_topics = {e.topic for e in response.partition_errors
+                      if e.error_code == 0 and (e.topic, e.partition) not in self.replica_io.hosted}
+        configs = await self.logs.topic_configs(new_topics) if new_topics else {}
+        for count, error in enumerate(response.partition_errors, 1):
+            if count % YIELD_EVERY == 0:
+                # Becoming leader writes the leader-epoch checkpoint (fsync) partition by partition: hundreds of
+                # them in one go held the loop for over a second, and a controller on this broker, loading after a
+                # failover, waited that long for each ZooKeeper answer.
+                await asyncio.sleep(0)
             tp = (error.topic, error.partition)
             state = self.replica_manager.partitions.get(tp)
             if error.error_code != 0 or state is None:
@@ -90,7 +103,7 @@ class RoleChangeManager:
                 error.error_code = ErrorCode.kafka_storage_error.value
                 continue
             try:
-                await self._become(tp, state)
+                await self._become(tp, state, configs.get(tp[0]))
             except KafkaStorageError as exc:
                 # the log dir failure channel has the directory; its handler takes the replicas offline
                 log.warning("%s-%d: cannot become %s: %s", tp[0], tp[1],
@@ -98,10 +111,10 @@ class RoleChangeManager:
                 error.error_code = ErrorCode.kafka_storage_error.value
         return response
 
-    async def _become(self, tp: TopicPartition, state: ReplicaState) -> None:
+    async def _become(self, tp: TopicPartition, state: ReplicaState, config: Any = None) -> None:
         partition = self.replica_io.hosted.get(tp)
         if partition is None:
-            replica_log = await self.logs.ensure_log(state)
+            replica_log = await self.logs.ensure_log(state, config)
             partition = Partition(tp[0], tp[1], self.broker_id, replica_log, self.replica_lag_time_max_ms,
                                   high_watermark=self.checkpointed_high_watermark(tp))
             self.replica_io.attach(partition)

@@ -32,9 +32,10 @@ def benches() -> dict[str, Bench]:
         page_cache,
         purgatory,
         replication,
+        scale,
         trace,
     )
 
-    adapters = (foundation, client, replication, groups, trace, log, purgatory, analysis, page_cache, metrics,
-                dashboard)
+    adapters = (foundation, client, replication, groups, scale, trace, log, purgatory, analysis, page_cache,
+                metrics, dashboard)
     return {adapter.BENCH.name: adapter.BENCH for adapter in adapters}

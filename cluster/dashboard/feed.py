@@ -79,6 +79,8 @@ SENTENCES: dict[type[te.TraceEvent], Callable] = {
     te.ControllerElected: lambda e: f"broker {e.broker_id} became the controller, controller epoch "
                                     f"{e.controller_epoch}",
     te.ControllerResigned: lambda e: f"broker {e.broker_id} stopped being the controller ({e.reason})",
+    te.ControllerLoaded: lambda e: f"controller {e.broker_id} loaded {e.partitions} partitions in "
+                                   f"{e.duration_ms:.0f} ms",
     te.ControllerWriteFenced: lambda e: f"controller {e.broker_id} was fenced: a newer controller exists "
                                         f"({e.operation})",
     te.BrokerRegistered: lambda e: f"broker {e.broker_id} registered, broker epoch {e.broker_epoch}",

@@ -111,6 +111,25 @@ def test_foundation_reports_start_up_failover_and_memory():
 
 @pytest.mark.processes
 @pytest.mark.slow
+def test_scale_runs_every_step_end_to_end_at_a_tiny_size():
+    report = report_of("scale", "--partitions", "12", "--idle-s", "1", "--settle-s", "0", "--phase-timeout", "90",
+                       timeout=280)
+    figures = figures_of(report)
+    assert set(figures) == {f"{name}_12" for name in (
+        "create_s", "create_answered_s", "idle_cpu_pct", "rss_mib", "kill9_moved_s", "kill9_over_session_s",
+        "restart_isr_full_s", "controlled_shutdown_s", "shutdown_metadata_wrong", "controller_failover_s",
+        "controller_over_session_s", "controller_load_s")}
+    assert all(figures[f"{name}_12"]["value"] > 0 for name in (
+        "create_s", "rss_mib", "kill9_moved_s", "restart_isr_full_s", "controlled_shutdown_s",
+        "controller_failover_s"))
+    assert figures["create_s_12"]["target"] == 3.0 and figures["shutdown_metadata_wrong_12"]["target"] == 0.0
+    details = report["phases"][0]["details"]
+    assert details["partitions"] == 12 and details["controller_failover"]["partitions_loaded"] == 12
+    assert details["kill9"]["led"] > 0 and details["controlled_shutdown"]["led"] >= 0
+
+
+@pytest.mark.processes
+@pytest.mark.slow
 def test_groups_reports_member_and_coordinator_failover():
     report = report_of("groups", "--rounds", "1", timeout=280)
     figures = figures_of(report)
