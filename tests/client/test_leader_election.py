@@ -60,6 +60,16 @@ def bounce(cluster: RunningCluster, broker: int, topic: str) -> None:
                f"broker {broker} to rejoin every ISR of {topic}")
 
 
+def unbalanced_topic(cluster: RunningCluster, topic: str, partitions: int, pick: int = 0) -> tuple[int, list[int]]:
+    """A topic whose partitions preferring one follower (``followers(cluster)[pick]``) are led elsewhere after that
+    follower's kill -9 and restart: (the follower, those partitions)."""
+    create_topic(cluster, topic, partitions, 3)
+    broker = followers(cluster)[pick]
+    mine = preferred_partitions(cluster, topic, broker)
+    bounce(cluster, broker, topic)
+    return broker, mine
+
+
 # confluent-kafka 2.16's elect_leaders results are KafkaError values (its docstring says KafkaException)
 
 
@@ -105,10 +115,7 @@ def test_auto_rebalance_gives_a_returning_broker_its_preferred_leaderships_back(
 
 def test_confluent_elect_leaders_restores_preferred_leaders_at_once(cluster):
     topic = "el-ck"
-    create_topic(cluster, topic, 6, 3)
-    broker = followers(cluster)[0]
-    mine = preferred_partitions(cluster, topic, broker)
-    bounce(cluster, broker, topic)
+    broker, mine = unbalanced_topic(cluster, topic, 6)
     assert not any(led_by_preferred(cluster, topic)[p] for p in mine), "auto.leader.rebalance.enable=false"
     epochs = {p.partition: p.leader_epoch for p in cluster.state([topic]).partitions}
 
@@ -133,10 +140,7 @@ def test_confluent_elect_leaders_restores_preferred_leaders_at_once(cluster):
 
 def test_kafka_python_elect_leaders_and_not_controller_on_other_brokers(cluster):
     topic = "el-kp"
-    create_topic(cluster, topic, 6, 3)
-    broker = followers(cluster)[-1]
-    mine = preferred_partitions(cluster, topic, broker)
-    bounce(cluster, broker, topic)
+    broker, mine = unbalanced_topic(cluster, topic, 6, pick=-1)
 
     request = ElectLeadersRequest(election_type=0, topic_partitions=[(topic, [0, 1, 2, 3, 4, 5])], timeout_ms=20000)
     with RawConnection(client_port(cluster, broker)) as connection:  # not the controller
@@ -162,10 +166,7 @@ def test_kafka_python_elect_leaders_and_not_controller_on_other_brokers(cluster)
 
 def test_preferred_replica_election_znode_is_done_and_deleted(cluster):
     topic = "el-zk"
-    create_topic(cluster, topic, 3, 3)
-    broker = followers(cluster)[0]
-    mine = preferred_partitions(cluster, topic, broker)
-    bounce(cluster, broker, topic)
+    _, mine = unbalanced_topic(cluster, topic, 3)
     zk_call(cluster.zk_connect, lambda zk: zk.create(
         PreferredReplicaElectionZNode.path, PreferredReplicaElectionZNode.encode([(topic, p) for p in range(3)])))
     wait_until(lambda: zk_call(cluster.zk_connect, lambda zk: zk.exists(PreferredReplicaElectionZNode.path)) is None,
@@ -197,10 +198,7 @@ def test_unclean_election_elects_a_replica_out_of_the_isr(cluster):
 
 def test_cli_elects_and_says_which_partitions_needed_it(cluster, capsys):
     topic = "el-cli"
-    create_topic(cluster, topic, 3, 3)
-    broker = followers(cluster)[0]
-    mine = preferred_partitions(cluster, topic, broker)
-    bounce(cluster, broker, topic)
+    _, mine = unbalanced_topic(cluster, topic, 3)
 
     assert main(["--data-dir", str(cluster.data_dir), "leaders", "elect", "--topic", topic]) == 0
     lines = capsys.readouterr().out.splitlines()
