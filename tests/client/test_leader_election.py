@@ -82,7 +82,8 @@ def client_leaders(cluster: RunningCluster, topic: str) -> dict[int, int]:
 def test_auto_rebalance_gives_a_returning_broker_its_preferred_leaderships_back(tmp_path, zk_server, victim):
     # the controller as victim: its successor must run the imbalance check too (scheduled at its failover)
     interval_s = 3
-    cluster = start_cluster(tmp_path, zk_server, overrides={"leader.imbalance.check.interval.seconds": str(interval_s)})
+    cluster = start_cluster(tmp_path, zk_server, overrides={
+        "auto.leader.rebalance.enable": "true", "leader.imbalance.check.interval.seconds": str(interval_s)})
     try:
         create_topic(cluster, "auto", 6, 3)
         broker = cluster.controller() if victim == "controller" else followers(cluster)[0]
