@@ -100,9 +100,21 @@ class KafkaController:
         return self.ctx is not None
 
     async def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> tuple[int, list[TopicPartition]]:
-        reply: asyncio.Future = asyncio.get_running_loop().create_future()
-        self.put(ev.ControlledShutdown(broker_id, broker_epoch, reply))
-        return await reply
+        event = ev.ControlledShutdown(broker_id, broker_epoch, asyncio.get_running_loop().create_future())
+        self.put(event)
+        answer = await event.reply
+        # The broker exits as soon as it has the answer; until the others have applied the new leaders, clients
+        # asking them would be sent to a broker that is gone (seen at 1000 partitions: every moved partition).
+        # Kafka answers without waiting; waiting, bounded, costs the stopping broker the others' apply time.
+        # The wait is the asker's: inside the event queue a broker that does not answer would hold every
+        # other decision (a kill's election among them) for the whole bound.
+        if event.applying:
+            _, late = await asyncio.wait(event.applying, timeout=CONTROLLED_SHUTDOWN_PROPAGATION_S)
+            if late:
+                log.warning("controlled shutdown of broker %d: %d requests to the other brokers not answered "
+                            "within %.0f s; answering anyway", broker_id, len(late),
+                            CONTROLLED_SHUTDOWN_PROPAGATION_S)
+        return answer
 
     async def _run(self) -> None:
         while True:
@@ -537,15 +549,7 @@ class KafkaController:
                             rsm.still_led_by(ctx, broker, replicated))
         await self._perform(batch, lambda tps: rsm.shutdown_followers(ctx, broker, tps), replicated)
         sent = batch.send()
-        # The broker exits as soon as it has the answer; until the others have applied the new leaders, clients
-        # asking them would be sent to a broker that is gone (seen at 1000 partitions: every moved partition).
-        # Kafka answers without waiting; waiting, bounded, costs the stopping broker the others' apply time.
-        others = [f for b, futures in sent.items() if b != broker for f in futures]
-        if others:
-            _, late = await asyncio.wait(others, timeout=CONTROLLED_SHUTDOWN_PROPAGATION_S)
-            if late:
-                log.warning("controlled shutdown of broker %d: %d requests to the other brokers not answered "
-                            "within %.0f s; answering anyway", broker, len(late), CONTROLLED_SHUTDOWN_PROPAGATION_S)
+        event.applying.extend(f for b, futures in sent.items() if b != broker for f in futures)
         remaining = rsm.still_led_by(ctx, broker, replicated)
         self.trace.emit(te.ControlledShutdownStep, phase="handled", remaining_partitions=len(remaining),
                         detail=f"for broker {broker}")

@@ -57,6 +57,8 @@ class ControlledShutdown:
     broker_id: int
     broker_epoch: int
     reply: asyncio.Future = field(compare=False)
+    # the other brokers' answers to the moves, filled by the event: the asker waits for them, not the event queue
+    applying: list[asyncio.Future] = field(default_factory=list, compare=False)
 
 
 @dataclass(frozen=True)

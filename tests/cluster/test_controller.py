@@ -188,6 +188,38 @@ def test_controlled_shutdown_moves_leaders_before_the_broker_exits(cluster):
     assert all(e.ts_ms <= succeeded.ts_ms for e in moved)
 
 
+def test_a_controlled_shutdown_waiting_on_a_silent_broker_does_not_hold_back_a_kills_election(cluster):
+    # The controller waits (bounded) for the other brokers to apply a controlled shutdown's moves before it
+    # answers. A broker that never answers must cost only the stopping broker that time, not the cluster:
+    # the failure of another broker meanwhile is elected at once.
+    make_topic(cluster, "cs-live", 3, 3)
+    controller = cluster.controller()
+    leaving, silent = [b.broker_id for b in cluster.spec.brokers if b.broker_id != controller]
+    led_by_silent = {p.partition for p in cluster.state(["cs-live"]).partitions if p.leader == silent}
+    assert led_by_silent, "the assignment gives every broker a leadership"
+    cluster.signal(silent, signal.SIGSTOP)  # it will never answer the LeaderAndIsr of the shutdown
+    try:
+        cluster.signal(leaving, signal.SIGTERM)
+        wait_until(lambda: [e for e in cluster.traces(controller)
+                            if isinstance(e, te.ControlledShutdownStep) and e.phase == "handled"], 15,
+                   "the controller to handle the controlled shutdown")
+    finally:
+        cluster.signal(silent, signal.SIGKILL)
+    elected = wait_until(lambda: [e for e in cluster.traces(controller)
+                                  if isinstance(e, te.LeaderElected) and e.topic == "cs-live"
+                                  and e.election == "offline" and e.partition in led_by_silent], SESSION_S + 20,
+                         "the killed broker's partitions to be elected")
+    wait_until(lambda: cluster.pid(leaving) is None, 30, "the stopping broker to exit")
+    succeeded = [e for e in cluster.traces(leaving)
+                 if isinstance(e, te.ControlledShutdownStep) and e.phase == "succeeded"]
+    assert succeeded, "the stopping broker got its answer"
+    # before the fix the election waited in the event queue behind the shutdown's 10 s wait, so it always
+    # came after the answer
+    assert elected[0].ts_ms < succeeded[0].ts_ms
+    wait_until(lambda: all(p.leader == controller for p in cluster.state(["cs-live"]).partitions), 15,
+               "the one broker left to lead every partition")
+
+
 def test_a_broker_whose_session_expired_registers_again_with_a_new_epoch(cluster):
     broker = next(b.broker_id for b in cluster.spec.brokers if b.broker_id != cluster.controller())
     _, stat = cluster.raw(f"/brokers/ids/{broker}")
