@@ -434,7 +434,22 @@ class KafkaController:
             if not results.retry:
                 break
             await self._refresh_partitions(results.retry)
-            writes = step(results.retry).writes
+            retry = []
+            for write in writes:
+                if write.tp not in results.retry:
+                    continue
+                now = ctx.leadership.get(write.tp)
+                if now is not None and now.state == write.state:
+                    # Our own write, applied, whose answer was lost with the connection: the client's resend
+                    # met BADVERSION or NODEEXISTS. Decided again it would need no write, and the brokers would
+                    # never hear of it.
+                    self._trace_election(write, now.zk_version)
+                    batch.add_leader_and_isr(write.leader_and_isr_to, write.tp, is_new=write.is_new)
+                else:
+                    retry.append(write.tp)
+            if not retry:
+                break
+            writes = step(retry).writes
         return changes
 
     @staticmethod

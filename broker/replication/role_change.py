@@ -59,6 +59,7 @@ class RoleChangeManager:
         self._listeners: list[LeadershipListener] = []
         self._cluster_endpoints: dict[int, str] = {}
         replica_manager.on_role_change = self._trace_role
+        self._applying: set[asyncio.Task] = set()
 
     def add_leadership_listener(self, listener: LeadershipListener) -> None:
         self._listeners.append(listener)
@@ -83,6 +84,16 @@ class RoleChangeManager:
     # --- LeaderAndIsr -----------------------------------------------------------------------------------
 
     async def become_leader_or_follower(self, request: pb.LeaderAndIsrRequest) -> pb.LeaderAndIsrResponse:
+        # The apply yields to the loop; gRPC cancels a handler at its next yield when the controller goes away
+        # (killed, resigned, deadline). The request's states are recorded before the first yield, so a cancelled
+        # apply would leave the rest of its partitions in their old role for good: a repeat of the same epoch is
+        # refused as stale. Once started, an apply runs to its end.
+        task = asyncio.get_running_loop().create_task(self._apply_leader_and_isr(request))
+        self._applying.add(task)
+        task.add_done_callback(self._applying.discard)
+        return await asyncio.shield(task)
+
+    async def _apply_leader_and_isr(self, request: pb.LeaderAndIsrRequest) -> pb.LeaderAndIsrResponse:
         self.remember_endpoints(request.live_leaders)
         response = self.replica_manager.become_leader_or_follower(request)
         new_topics = {e.topic for e in response.partition_errors
