@@ -1,6 +1,7 @@
 """Controller election, failover and fencing with real broker processes and a real ZooKeeper."""
 
 import asyncio
+import os
 import signal
 import time
 
@@ -8,10 +9,11 @@ import grpc
 import pytest
 from kio.schema.errors import ErrorCode
 
+from cluster.disk import broker_log_dir
 from zk.admin import create_topic
 from clusterplane import cluster_pb2 as pb
 from clusterplane.cluster_pb2_grpc import AdminStub, ControlPlaneStub
-from tests.harness import RunningCluster, wait_until, zk_call, znode_json
+from tests.harness import RunningCluster, own_cluster, wait_until, zk_call, znode_json
 from traces import events as te
 
 pytestmark = [pytest.mark.processes, pytest.mark.slow]
@@ -263,3 +265,43 @@ def test_after_the_old_controllers_session_expired_killing_the_new_controller_th
     survivors = {b.broker_id for b in cluster.spec.brokers} - {second}
     wait_until(lambda: all(set(p.isr) >= survivors for p in cluster.state(["relay"]).partitions), 30,
                f"brokers {sorted(survivors)} in every ISR")
+
+
+def test_a_leader_and_isr_whose_caller_went_away_is_still_applied_to_every_partition(tmp_path):
+    # gRPC cancels a handler at its next await when the caller goes away (the controller killed, resigned, or
+    # its deadline passed). The broker records the request's states before its first await, so a half-applied
+    # request would never be repaired: the controller's repeat of the same epochs is refused as stale. ZooKeeper
+    # paused holds the apply at its first await (the read of the new topic's config) while the call is cancelled.
+    with own_cluster(tmp_path / "cluster", overrides={"zookeeper.session.timeout.ms": "15000"}) as cluster:
+        target = next(b.broker_id for b in cluster.spec.brokers if b.broker_id != cluster.controller())
+        controller_epoch = int(cluster.raw("/controller_epoch")[0])
+        broker_epoch = cluster.raw(f"/brokers/ids/{target}")[1].czxid
+        request = pb.LeaderAndIsrRequest(
+            controller_id=cluster.controller(), controller_epoch=controller_epoch, broker_epoch=broker_epoch,
+            partition_states=[pb.PartitionState(topic="orphan", partition=p, controller_epoch=controller_epoch,
+                                                leader=target, leader_epoch=0, isr=[target], zk_version=0,
+                                                replicas=[target], is_new=True) for p in range(30)])
+        zookeeper = cluster.layout.zookeeper_pid().read()
+        port = cluster.spec.broker(target).cluster_port
+
+        def received() -> bool:
+            return any(isinstance(e, te.ControlRequestReceived) and e.partitions == 30 for e in cluster.traces(target))
+
+        async def send_and_walk_away() -> None:
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+                call = asyncio.ensure_future(ControlPlaneStub(channel).LeaderAndIsr(request, timeout=30))
+                deadline = time.monotonic() + 10
+                while not received():
+                    assert time.monotonic() < deadline, "the broker never received the request"
+                    await asyncio.sleep(0.05)
+                await asyncio.sleep(0.2)  # the handler is waiting on ZooKeeper by now
+                call.cancel()
+
+        os.kill(zookeeper, signal.SIGSTOP)
+        try:
+            asyncio.run(send_and_walk_away())
+        finally:
+            os.kill(zookeeper, signal.SIGCONT)
+        log_dir = broker_log_dir(cluster.spec, target, cluster.layout)
+        wait_until(lambda: all((log_dir / f"orphan-{p}").is_dir() for p in range(30)), 20,
+                   "every partition of the cancelled request to get its log")
