@@ -122,4 +122,6 @@ class KafkaApis:
                                 topic_authorized_operations=AUTHORIZED_OPERATIONS_NOT_REQUESTED))
         return build(module.MetadataResponse, throttle_time=timedelta(0), brokers=tuple(brokers),
                      cluster_id=self.cluster_id(), controller_id=cache.controller_id, topics=tuple(topics),
-                     cluster_authorized_operations=AUTHORIZED_OPERATIONS_NOT_REQUESTED)
+                     # librdkafka's describe_cluster() asks Metadata for these, not DescribeCluster (v8-v10)
+                     cluster_authorized_operations=cluster.cluster_authorized_operations(
+                         getattr(request.body, "include_cluster_authorized_operations", False)))

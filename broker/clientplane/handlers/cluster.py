@@ -1,6 +1,7 @@
 """DescribeCluster (API 60, KIP-700, new in Kafka 2.8): the live brokers, the controller and the cluster id,
-without topics. Admin clients prefer it to Metadata for describe_cluster(). Brokers are described by the
-listener the request came in on, as Metadata does."""
+without topics. kafka-python and the Java AdminClient use it for describe_cluster() (librdkafka asks Metadata).
+Brokers are described by the listener the request came in on, as Metadata does. A ZooKeeper-mode cluster has
+only broker endpoints and never fences a broker (v1 endpoint type, v2 fenced brokers: KRaft's)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ AUTHORIZED_OPERATIONS_NOT_REQUESTED = -(2**31)
 # ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE. Without an authorizer
 # Kafka grants all of them, so that is what an admin asking for its authorized operations is told.
 CLUSTER_OPERATIONS = (5, 7, 8, 9, 10, 11, 12)
+BROKER_ENDPOINTS = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,11 +54,21 @@ def cluster_authorized_operations(requested: bool) -> int:
 
 
 async def handle_describe_cluster(cluster: ClusterAccess, request: Request, listener: Listener):
+    body = request.body
     module = response_module(ApiKey.DESCRIBE_CLUSTER, request.header.api_version)
-    brokers = tuple(build(module.DescribeClusterBroker, broker_id=b.broker_id, host=b.host, port=b.port, rack=b.rack)
-                    for b in listener_brokers(cluster.config, cluster.metadata_cache, listener))
-    return build(module.DescribeClusterResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.none,
-                 error_message=None, cluster_id=cluster.cluster_id() or "",
-                 controller_id=cluster.metadata_cache.controller_id, brokers=brokers,
-                 cluster_authorized_operations=cluster_authorized_operations(
-                     request.body.include_cluster_authorized_operations))
+
+    def answer(error: ErrorCode, message: str | None, brokers: tuple = ()):
+        return build(module.DescribeClusterResponse, throttle_time=NO_THROTTLE, error_code=error,
+                     error_message=message, endpoint_type=BROKER_ENDPOINTS, cluster_id=cluster.cluster_id() or "",
+                     controller_id=cluster.metadata_cache.controller_id, brokers=brokers,
+                     cluster_authorized_operations=cluster_authorized_operations(
+                         body.include_cluster_authorized_operations))
+
+    if getattr(body, "endpoint_type", BROKER_ENDPOINTS) != BROKER_ENDPOINTS:
+        # Kafka's answer when a broker is asked for controller endpoints (KIP-919)
+        return answer(ErrorCode.mismatched_endpoint_type, "this is a broker (ZooKeeper mode has no KRaft controllers "
+                                                          "to describe): ask for endpoint type 1, brokers")
+    return answer(ErrorCode.none, None, tuple(
+        build(module.DescribeClusterBroker, broker_id=b.broker_id, host=b.host, port=b.port, rack=b.rack,
+              is_fenced=False)
+        for b in listener_brokers(cluster.config, cluster.metadata_cache, listener)))

@@ -89,8 +89,9 @@ _RANGES = (
     VersionRange(ApiKey.DELETE_GROUPS, 0, 2, 2),
     # never flexible (Kafka's OffsetDelete has a single version)
     VersionRange(ApiKey.OFFSET_DELETE, 0, 0, 1),
-    # Kafka 2.8's only version (KIP-700), flexible from the start; v1 adds an endpoint type for KRaft controllers
-    VersionRange(ApiKey.DESCRIBE_CLUSTER, 0, 0, 0),
+    # flexible from the start (KIP-700, Kafka 2.8); v1 adds the endpoint type (KIP-919) and v2 fenced brokers
+    # (KIP-1073): kafka-python 3 reads v1's endpoint type unconditionally, so its describe_cluster() needs v1
+    VersionRange(ApiKey.DESCRIBE_CLUSTER, 0, 2, 0),
 )
 
 SUPPORTED_VERSIONS: Mapping[int, VersionRange] = MappingProxyType({r.api_key: r for r in _RANGES})
