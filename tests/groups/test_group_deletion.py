@@ -114,3 +114,25 @@ def test_deleting_the_last_offsets_of_an_empty_group_removes_the_group():
     assert GROUP not in h.coordinator.groups
     assert set(tombstones(h.store, before)) == {rec.OffsetKey(GROUP, *AUDIT), rec.GroupKey(GROUP)}
     assert h.coordinator.handle_delete_offsets(GROUP, [AUDIT]) == (ErrorCode.group_id_not_found, {})
+
+
+def test_a_consumer_group_whose_subscriptions_cannot_be_read_keeps_every_offset_while_active():
+    h = Harness()
+    member, joined = h.new_member([("range", b"not a subscription")])
+    h.advance(INITIAL_DELAY_MS)
+    h.sync(member, joined[0].generation_id, {member: b"A"})
+    h.commit(member, joined[0].generation_id, {AUDIT: OffsetAndMetadata(7)})
+    assert h.group.subscribed_topics is None  # unknown: Kafka treats every topic as subscribed
+    assert h.coordinator.handle_delete_offsets(GROUP, [AUDIT]) == (
+        ErrorCode.none, {AUDIT: ErrorCode.group_subscribed_to_topic})
+
+
+def test_a_loaded_group_knows_its_subscriptions():
+    old = Harness()
+    member, generation = stable_consumer(old, "orders")
+    old.commit(member, generation, {ORDERS: OffsetAndMetadata(5), AUDIT: OffsetAndMetadata(7)})
+    new = GroupCoordinator(2, old.coordinator.config, Store().append, lambda: T0)
+    new.load_partition(old.coordinator.partition_of(GROUP), [(k, v) for _, k, v in old.store.entries])
+    assert new.groups[GROUP].subscribed_topics == {"orders"}
+    assert new.handle_delete_offsets(GROUP, [ORDERS, AUDIT]) == (
+        ErrorCode.none, {ORDERS: ErrorCode.group_subscribed_to_topic, AUDIT: ErrorCode.none})
