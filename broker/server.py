@@ -17,7 +17,7 @@ from pathlib import Path
 import grpc
 from kio.schema.errors import ErrorCode
 
-from broker.clientplane.handlers.access import AdminAccess, GroupAccess, ReplicaAccess
+from broker.clientplane.handlers.access import AdminAccess, ClusterAccess, GroupAccess, ReplicaAccess
 from broker.clientplane.kafka_apis import KafkaApis
 from broker.clientplane.network import SocketServer
 from broker.config import KafkaConfig, Listener
@@ -144,7 +144,9 @@ class KafkaServer:
             ReplicaAccess(self.replica_io, self.now_ms, self.trace_produce),
             GroupAccess(self.group_manager.coordinator, self.metadata_cache, self.zk, config),
             AdminAccess(config.broker_id, config, self.zk, self.metadata_cache, self.log_service.default_config,
-                        lambda: self.is_controller, self.producer_ids, self.elect_leaders))
+                        lambda: self.is_controller, self.producer_ids, self.elect_leaders),
+            ClusterAccess(config, self.metadata_cache, lambda: self.cluster_id, self.log_service.manager,
+                          self.replica_io))
         self.socket_server = SocketServer(config.client_listeners, self.apis.handle)
         self._stopping = asyncio.Event()
         self._registration = registration_for(config)

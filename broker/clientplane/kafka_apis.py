@@ -10,8 +10,8 @@ from datetime import timedelta
 from kio.schema.errors import ErrorCode
 from kio.static.protocol import ResponsePayload
 
-from broker.clientplane.handlers import admin, elections, fetch, group, offsets, produce
-from broker.clientplane.handlers.access import AdminAccess, GroupAccess, ReplicaAccess
+from broker.clientplane.handlers import admin, cluster, elections, fetch, group, group_admin, log_dirs, offsets, produce
+from broker.clientplane.handlers.access import AdminAccess, ClusterAccess, GroupAccess, ReplicaAccess
 from broker.clientplane.handlers.common import response_module
 from broker.clientplane.protocol.api_versions import handle_api_versions
 from broker.clientplane.protocol.build import build
@@ -31,7 +31,8 @@ class ApiNotServedError(RuntimeError):
 
 class KafkaApis:
     def __init__(self, config: KafkaConfig, metadata_cache: MetadataCache, cluster_id: Callable[[], str | None],
-                 replicas: ReplicaAccess, groups: GroupAccess, admin_access: AdminAccess) -> None:
+                 replicas: ReplicaAccess, groups: GroupAccess, admin_access: AdminAccess,
+                 cluster_access: ClusterAccess) -> None:
         self.config = config
         self.metadata_cache = metadata_cache
         self.cluster_id = cluster_id
@@ -55,12 +56,17 @@ class KafkaApis:
             ApiKey.OFFSET_FETCH: (group.handle_offset_fetch, groups),
             ApiKey.DESCRIBE_GROUPS: (group.handle_describe_groups, groups),
             ApiKey.LIST_GROUPS: (group.handle_list_groups, groups),
+            ApiKey.DELETE_GROUPS: (group_admin.handle_delete_groups, groups),
+            ApiKey.OFFSET_DELETE: (group_admin.handle_offset_delete, groups),
+            ApiKey.DESCRIBE_LOG_DIRS: (log_dirs.handle_describe_log_dirs, cluster_access),
         }
         self._handlers: dict[int, Callable] = {
             ApiKey.API_VERSIONS: self.handle_api_versions,
             ApiKey.METADATA: self.handle_metadata,
             ApiKey.FIND_COORDINATOR: lambda request, listener: group.handle_find_coordinator(
                 groups, request, listener),
+            ApiKey.DESCRIBE_CLUSTER: lambda request, listener: cluster.handle_describe_cluster(
+                cluster_access, request, listener),
             **{key: (lambda request, _listener, f=function, a=access: f(a, request))
                for key, (function, access) in served.items()},
         }
@@ -80,18 +86,8 @@ class KafkaApis:
         version = request.header.api_version
         module = response_module(ApiKey.METADATA, version)
         cache = self.metadata_cache
-        advertised = {lst.name: lst for lst in self.config.advertised}
-        brokers = []
-        for broker in sorted(cache.live_brokers.values(), key=lambda b: b.id):
-            endpoint = next((e for e in broker.endpoints if e.listener == listener.name), None)
-            if endpoint is None:
-                continue
-            brokers.append(build(module.MetadataResponseBroker, node_id=broker.id, host=endpoint.host,
-                                 port=endpoint.port, rack=broker.rack or None))
-        if not brokers and listener.name in advertised:  # before the first UpdateMetadata: at least ourselves
-            own = advertised[listener.name]
-            brokers.append(build(module.MetadataResponseBroker, node_id=self.config.broker_id, host=own.host,
-                                 port=own.port, rack=self.config.broker_rack))
+        brokers = [build(module.MetadataResponseBroker, node_id=b.broker_id, host=b.host, port=b.port, rack=b.rack)
+                   for b in cluster.listener_brokers(self.config, cache, listener)]
         known = cache.topics()
         requested = request.body.topics
         names = sorted(known) if requested is None else [t.name for t in requested]
@@ -126,4 +122,6 @@ class KafkaApis:
                                 topic_authorized_operations=AUTHORIZED_OPERATIONS_NOT_REQUESTED))
         return build(module.MetadataResponse, throttle_time=timedelta(0), brokers=tuple(brokers),
                      cluster_id=self.cluster_id(), controller_id=cache.controller_id, topics=tuple(topics),
-                     cluster_authorized_operations=AUTHORIZED_OPERATIONS_NOT_REQUESTED)
+                     # librdkafka's describe_cluster() asks Metadata for these, not DescribeCluster (v8-v10)
+                     cluster_authorized_operations=cluster.cluster_authorized_operations(
+                         getattr(request.body, "include_cluster_authorized_operations", False)))

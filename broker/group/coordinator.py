@@ -212,7 +212,8 @@ class GroupCoordinator:
             else:
                 groups[key.group_id] = None if value_bytes is None else rec.decode_group_value(value_bytes)
         loaded = 0
-        for group_id in sorted(set(offsets) | {g for g, v in groups.items() if v is not None}):
+        # a group whose offsets and record were all tombstoned (DeleteGroups, OffsetDelete) stays gone
+        for group_id in sorted({g for g, o in offsets.items() if o} | {g for g, v in groups.items() if v is not None}):
             if self.partition_of(group_id) != partition:
                 continue
             group = self._restore(group_id, groups.get(group_id), offsets.get(group_id, {}))
@@ -239,6 +240,7 @@ class GroupCoordinator:
         if group.members:
             # Kafka loads a group with members as Stable; members that are gone expire after their session.
             group.state = GroupState.STABLE
+            group.subscribed_topics = group.compute_subscribed_topics()
             for member in group.members.values():
                 self._schedule_heartbeat(group, member)
         self.on_state_change(group, GroupState.DEAD.value, "loaded from __consumer_offsets")
@@ -639,3 +641,72 @@ class GroupCoordinator:
 
     def list_groups(self) -> list[GroupMetadata]:
         return [g for g in self.groups.values() if self.partition_of(g.group_id) in self.owned_partitions]
+
+    # --- deletion (DeleteGroups, OffsetDelete) ------------------------------------------------------
+
+    def _group_status_error(self, group_id: str) -> ErrorCode | None:
+        return self.coordinator_error(group_id) if group_id else ErrorCode.invalid_group_id
+
+    def handle_delete_groups(self, group_ids: Iterable[str]) -> dict[str, ErrorCode]:
+        """Kafka's handleDeleteGroups: only a group without members (Empty) can go; it becomes Dead, leaves
+        the cache, and its offsets and record are tombstoned. Answered at once, as Kafka does: the tombstones
+        are replicated like any write, but the answer does not wait for them."""
+        results: dict[str, ErrorCode] = {}
+        deletable: list[GroupMetadata] = []
+        for group_id in dict.fromkeys(group_ids):  # Kafka reads the names as a set
+            error = self._group_status_error(group_id)
+            group = self.groups.get(group_id)
+            if error is not None:
+                results[group_id] = error
+            elif group is None or group.is_(GroupState.DEAD):
+                results[group_id] = ErrorCode.group_id_not_found
+            elif group.is_(GroupState.EMPTY):
+                deletable.append(group)
+            else:  # Stable, PreparingRebalance, CompletingRebalance: members would lose their offsets
+                results[group_id] = ErrorCode.non_empty_group
+        for group in deletable:
+            self._transition(group, GroupState.DEAD, "deleted (DeleteGroups)")
+            self._remove_offsets(group, list(group.offsets))
+            results[group.group_id] = ErrorCode.none
+        return results
+
+    def handle_delete_offsets(self, group_id: str, partitions: list[TopicPartition]
+                              ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
+        """Kafka's handleDeleteOffsets: the group's error (then no partition results), else one per partition.
+        An active consumer group keeps the offsets of the topics its generation subscribes to
+        (GROUP_SUBSCRIBED_TO_TOPIC); an active group of another protocol keeps them all (NON_EMPTY_GROUP)."""
+        error = self._group_status_error(group_id)
+        if error is not None:
+            return error, {}
+        group = self.groups.get(group_id)
+        if group is None or group.is_(GroupState.DEAD):
+            return ErrorCode.group_id_not_found, {}
+        results: dict[TopicPartition, ErrorCode] = {}
+        if not group.is_(GroupState.EMPTY):
+            if not group.is_consumer_group:
+                return ErrorCode.non_empty_group, {}
+            results = {tp: ErrorCode.group_subscribed_to_topic for tp in partitions
+                       if group.is_subscribed_to_topic(tp[0])}
+        eligible = [tp for tp in partitions if tp not in results]
+        if eligible:
+            self._remove_offsets(group, eligible)
+            results.update(dict.fromkeys(eligible, ErrorCode.none))
+        return ErrorCode.none, results
+
+    def _remove_offsets(self, group: GroupMetadata, partitions: list[TopicPartition]) -> int:
+        """Kafka's cleanupGroupMetadata: a tombstone for each offset removed; an Empty group left without offsets
+        becomes Dead, leaves the cache and gets a tombstone too, unless it is of generation 0 (offsets only,
+        it never wrote a group record). Kafka appends without waiting, and so does this."""
+        removed = [tp for tp in partitions if group.offsets.pop(tp, None) is not None]
+        if group.is_(GroupState.EMPTY) and not group.offsets:
+            self._transition(group, GroupState.DEAD, "no members and no offsets left")
+        entries: list[Entry] = [(rec.encode_key(rec.OffsetKey(group.group_id, topic, partition)), None)
+                                for topic, partition in removed]
+        if group.is_(GroupState.DEAD) and self.groups.get(group.group_id) is group:
+            del self.groups[group.group_id]
+            self.join_purgatory.cancel_for_key(GroupKey(group.group_id))
+            if group.generation_id > 0:
+                entries.append((rec.encode_key(rec.GroupKey(group.group_id)), None))
+        if entries:
+            self.append(self.partition_of(group.group_id), entries, lambda error: None)
+        return len(removed)

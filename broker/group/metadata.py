@@ -8,6 +8,8 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from broker.group.consumer_protocol import CONSUMER_PROTOCOL_TYPE, SubscriptionFormatError, subscribed_topics
+
 
 class GroupState(enum.Enum):
     EMPTY = "Empty"
@@ -105,6 +107,9 @@ class GroupMetadata:
     offsets: dict[tuple[str, int], OffsetAndMetadata] = field(default_factory=dict)
     new_member_added: bool = False
     state_timestamp_ms: int = -1
+    # the topics the members of this generation consume; None: unknown (not a consumer group, or unreadable
+    # metadata), which OffsetDelete must treat as "all of them" (Kafka's GroupMetadata.subscribedTopics)
+    subscribed_topics: frozenset[str] | None = None
 
     def is_(self, state: GroupState) -> bool:
         return self.state is state
@@ -172,6 +177,23 @@ class GroupMetadata:
         else:
             self.protocol_name = None
             self.transition_to(GroupState.EMPTY, now_ms)
+        self.subscribed_topics = self.compute_subscribed_topics()
+
+    @property
+    def is_consumer_group(self) -> bool:
+        return self.protocol_type == CONSUMER_PROTOCOL_TYPE
+
+    def compute_subscribed_topics(self) -> frozenset[str] | None:
+        if not self.is_consumer_group or self.protocol_name is None or not self.members:
+            return None
+        try:
+            return frozenset(topic for member in self.members.values()
+                             for topic in subscribed_topics(member.metadata_for(self.protocol_name)))
+        except (SubscriptionFormatError, IllegalGroupStateError):
+            return None
+
+    def is_subscribed_to_topic(self, topic: str) -> bool:
+        return self.subscribed_topics is None or topic in self.subscribed_topics
 
     def member_list(self) -> tuple[tuple[str, str | None, bytes], ...]:
         assert self.protocol_name is not None

@@ -13,9 +13,22 @@ from typing import Any, TypeVar
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KafkaTopicPartition
-from kafka.protocol.admin import CreateTopicsResponse, DeleteTopicsResponse, ElectLeadersResponse
+from kafka.protocol.admin import (
+    CreateTopicsResponse,
+    DeleteGroupsResponse,
+    DeleteTopicsResponse,
+    DescribeClusterResponse,
+    DescribeLogDirsResponse,
+    ElectLeadersResponse,
+)
 from kafka.protocol.api_message import ApiMessage
-from kafka.protocol.consumer import FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse
+from kafka.protocol.consumer import (
+    FetchRequest,
+    FetchResponse,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    OffsetDeleteResponse,
+)
 from kafka.protocol.metadata import ApiVersionsResponse, MetadataRequest, MetadataResponse
 from kafka.protocol.producer import InitProducerIdResponse, ProduceRequest, ProduceResponse
 from kafka.record import MemoryRecords
@@ -33,7 +46,8 @@ _SIZE = struct.Struct(">i")
 # The response class of every API the broker serves, by API key, from kafka-python (the oracle).
 RESPONSES: dict[int, type[ApiMessage]] = {
     0: ProduceResponse, 1: FetchResponse, 2: ListOffsetsResponse, 3: MetadataResponse, 18: ApiVersionsResponse,
-    19: CreateTopicsResponse, 20: DeleteTopicsResponse, 22: InitProducerIdResponse, 43: ElectLeadersResponse,
+    19: CreateTopicsResponse, 20: DeleteTopicsResponse, 22: InitProducerIdResponse, 35: DescribeLogDirsResponse,
+    42: DeleteGroupsResponse, 43: ElectLeadersResponse, 47: OffsetDeleteResponse, 60: DescribeClusterResponse,
 }
 
 

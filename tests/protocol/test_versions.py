@@ -2,11 +2,12 @@ import pytest
 
 from broker.clientplane.protocol.versions import SUPPORTED_VERSIONS, ApiKey, api_spec, is_implemented, is_supported
 
-# wire-compat.md section 0, "advertise" column plus the optional extras (ElectLeaders: issue 19).
+# wire-compat.md section 0, "advertise" column plus the optional extras (ElectLeaders, DescribeLogDirs,
+# DeleteGroups, OffsetDelete, DescribeCluster: issue 19).
 RECOMMENDED = {
     0: (0, 8), 1: (4, 11), 2: (1, 5), 3: (1, 8), 8: (2, 7), 9: (1, 5), 10: (0, 2), 11: (0, 5),
     12: (0, 3), 13: (0, 3), 14: (0, 3), 15: (0, 4), 16: (0, 2), 18: (0, 3), 19: (2, 4), 20: (1, 3),
-    22: (0, 1), 23: (2, 3), 32: (1, 3), 43: (0, 1),
+    22: (0, 1), 23: (2, 3), 32: (1, 3), 35: (1, 4), 42: (0, 2), 43: (0, 1), 47: (0, 0), 60: (0, 2),
 }  # fmt: skip
 
 # aiokafka 0.14 picks the highest of its own versions inside the broker range and fails if there
@@ -67,9 +68,13 @@ def test_api_spec_matches_kio_classes_and_headers(api_key, api_version):
     assert spec.response_class.__header_schema__.__version__ == spec.response_header_version
 
 
-def test_api_versions_v3_is_the_only_flexible_version_advertised():
-    flexible = [(key, version) for key, version in IMPLEMENTED if api_spec(key, version).flexible]
-    assert flexible == [(ApiKey.API_VERSIONS, 3)]
+def test_flexible_versions_are_advertised_only_for_api_versions_and_the_admin_apis_that_need_them():
+    # DescribeCluster exists only flexible (KIP-700); DeleteGroups v2 and DescribeLogDirs v2+ are what Kafka 2.8's
+    # admin clients (kafka-ui, kafka-log-dirs.sh) pick. Produce, Fetch and the group protocol stay non-flexible.
+    flexible = sorted((key, version) for key, version in IMPLEMENTED if api_spec(key, version).flexible)
+    assert flexible == [(ApiKey.API_VERSIONS, 3), (ApiKey.DESCRIBE_LOG_DIRS, 2), (ApiKey.DESCRIBE_LOG_DIRS, 3),
+                        (ApiKey.DESCRIBE_LOG_DIRS, 4), (ApiKey.DELETE_GROUPS, 2), (ApiKey.DESCRIBE_CLUSTER, 0),
+                        (ApiKey.DESCRIBE_CLUSTER, 1), (ApiKey.DESCRIBE_CLUSTER, 2)]
 
 
 def test_api_versions_v3_uses_request_header_v2_and_response_header_v0():
@@ -77,7 +82,7 @@ def test_api_versions_v3_uses_request_header_v2_and_response_header_v0():
     assert (spec.request_header_version, spec.response_header_version) == (2, 0)
 
 
-def test_first_flexible_version_is_just_above_the_advertised_range_for_all_but_api_versions():
+def test_first_flexible_version_is_just_above_the_advertised_range_for_all_but_the_flexible_ones():
     for key, supported in SUPPORTED_VERSIONS.items():
-        if key != ApiKey.API_VERSIONS:
+        if key not in (ApiKey.API_VERSIONS, ApiKey.DESCRIBE_LOG_DIRS, ApiKey.DELETE_GROUPS, ApiKey.DESCRIBE_CLUSTER):
             assert supported.first_flexible_version == supported.max_version + 1, ApiKey(key).name

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from broker.config import KafkaConfig
 from broker.group.coordinator import GroupCoordinator
 from broker.log.config import LogConfig
+from broker.log.log_manager import LogManager
 from broker.metadata_cache import MetadataCache
 from broker.producer_id_manager import ProducerIdManager
 from broker.replication.replica_manager import ReplicaIO
@@ -49,3 +50,15 @@ class AdminAccess:
     # this broker's controller's elections (NOT_CONTROLLER per partition unless it is the active one)
     elect_leaders: Callable[[list[tuple[str, int]] | None, ElectionType],
                             Awaitable[dict[tuple[str, int], ElectionResult]]]
+
+
+@dataclass(frozen=True)
+class ClusterAccess:
+    """DescribeCluster and DescribeLogDirs: the cluster as this broker's metadata shows it, and this broker's
+    own log directories and replicas, read only."""
+
+    config: KafkaConfig
+    metadata_cache: MetadataCache
+    cluster_id: Callable[[], str | None]
+    log_manager: LogManager
+    replica_io: ReplicaIO

@@ -32,7 +32,11 @@ class ApiKey(enum.IntEnum):
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
     DESCRIBE_CONFIGS = 32
+    DESCRIBE_LOG_DIRS = 35
+    DELETE_GROUPS = 42
     ELECT_LEADERS = 43
+    OFFSET_DELETE = 47
+    DESCRIBE_CLUSTER = 60
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +83,15 @@ _RANGES = (
     VersionRange(ApiKey.DESCRIBE_CONFIGS, 1, 3, 4),
     # v1 carries the election type (PREFERRED or UNCLEAN); v2 only moves to the flexible encoding
     VersionRange(ApiKey.ELECT_LEADERS, 0, 1, 2),
+    # kio (generated from Kafka 4 specs) has no v0, which v1 repeats unchanged; v2 is flexible,
+    # v3 adds a top-level error code and v4 the volume's total and usable bytes (KIP-827)
+    VersionRange(ApiKey.DESCRIBE_LOG_DIRS, 1, 4, 2),
+    VersionRange(ApiKey.DELETE_GROUPS, 0, 2, 2),
+    # never flexible (Kafka's OffsetDelete has a single version)
+    VersionRange(ApiKey.OFFSET_DELETE, 0, 0, 1),
+    # flexible from the start (KIP-700, Kafka 2.8); v1 adds the endpoint type (KIP-919) and v2 fenced brokers
+    # (KIP-1073): kafka-python 3 reads v1's endpoint type unconditionally, so its describe_cluster() needs v1
+    VersionRange(ApiKey.DESCRIBE_CLUSTER, 0, 2, 0),
 )
 
 SUPPORTED_VERSIONS: Mapping[int, VersionRange] = MappingProxyType({r.api_key: r for r in _RANGES})
