@@ -271,5 +271,11 @@ def stop_process(pid_file: PidFile, timeout_s: float, signum: int = signal.SIGTE
             pass
         while pid_file.read() is not None and time.monotonic() < deadline + 5:
             time.sleep(0.05)
+    try:
+        # a broker this process started (a restart by the chaos nemesis) stays a zombie until reaped, and a zombie
+        # still holds its network namespace, which then cannot be removed
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass  # not our child: its own parent reaps it
     pid_file.clear()
     return True

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -136,9 +137,15 @@ def run_chaos(settings: ChaosSettings, out: Path, say: Callable[[str], None] = p
                 say(f"warning: {', '.join(workload.counters.unclosed)} still closing after "
                     f"{CLOSE_TIMEOUT_S:.0f} s (a librdkafka destroy that does not end), left behind")
         leaders = _leaders(spec.zookeeper, settings.workload.topics)
-    finally:
+    except BaseException:
+        _take_down_after_failure(data_dir, spec)
+        raise
+    try:
         # tmpfs log directories stay mounted until their records are read: unmounted, they are gone
         down(data_dir, say=lambda _: None, timeout_s=30, unmount=False)
+    except BaseException:
+        unmount_log_dirs(recorded_mounts(spec), lambda _: None)
+        raise
     try:
         stored = [record for broker in spec.brokers
                   for record in broker_records(broker.broker_id,
@@ -177,6 +184,21 @@ def write_plots_if_possible(out: Path) -> None:
     except ImportError:
         return
     write_plots(out)
+
+
+def _take_down_after_failure(data_dir: Path, spec) -> None:
+    """A run that failed or was interrupted (Ctrl-C, SIGTERM) reads nothing: its cluster, namespaces and mounts go.
+    Trouble doing so is told, not raised: raised, it would replace the interrupt, and a campaign would go on
+    to its next run instead of stopping."""
+    try:
+        down(data_dir, say=lambda _: None, timeout_s=30)
+    except Exception as exc:
+        print(f"warning: the run's cluster in {data_dir} was not entirely taken down ({exc}); "
+              f"'kafkasim net clean --data-dir {data_dir}' removes what is left", file=sys.stderr)
+        try:
+            unmount_log_dirs(recorded_mounts(spec), lambda _: None)
+        except ClusterError as unmount_error:
+            print(f"warning: {unmount_error}", file=sys.stderr)
 
 
 def _create_topics(zookeeper: str, settings: ChaosSettings) -> None:

@@ -2,6 +2,8 @@
 nemesis with a valid verdict, and an unsafe one is caught with the lost values named."""
 
 import json
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -15,6 +17,7 @@ from cluster.chaos.runner import RESULTS_FILE, SCHEDULE_FILE, ChaosSettings, run
 from cluster.chaos.schedule import ScheduleSettings, nemesis_schedule
 from cluster.chaos.workload import WorkloadSettings
 from cluster.chaos.history import Recorder
+from cluster.processes import PidFile
 from tests.harness import wait_until
 
 pytestmark = [pytest.mark.processes, pytest.mark.slow, pytest.mark.chaos, pytest.mark.timeout(600)]
@@ -182,3 +185,35 @@ def test_safe_configuration_survives_a_full_disk_in_a_seeded_run(tmp_path):
     assert '"action":"disk-full"' in faults and '"action":"disk-free"' in faults
     # every replica was read back from its tmpfs before the unmount took the records away
     assert run.result.summary.partitions_with_final_reads == 6
+
+
+@pytest.mark.netns
+def test_an_interrupted_campaign_stops_and_leaves_no_process_namespace_or_mount_behind(tmp_path):
+    # SIGTERM (a CI timeout, `kill`) once the run has restarted a killed broker itself: that broker is a child
+    # of the campaign, and a child not reaped kept its namespace, whose removal then failed; the failure replaced
+    # the interrupt and the campaign went on to its next run with the mounts of the first left behind
+    out = tmp_path / "campaign"
+    campaign = subprocess.Popen([sys.executable, "-m", "cluster.cli", "--data-dir", str(tmp_path / "unused"), "chaos",
+                                 "campaign", "--runs", "3", "--seed", "7", "--duration", "60", "--nemesis", "kill",
+                                 "--netns", "--log-dir-size-mib", "16", "--out", str(out)],
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        nemesis = out / "seed-7" / "nemesis.jsonl"
+        wait_until(lambda: nemesis.exists() and any(e.kind == "kill" and e.type == "stop"
+                                                    for e in read_nemesis(nemesis)), 120,
+                   "the run to restart the broker it killed")
+        tag = json.loads((out / "seed-7" / "cluster" / "cluster.json").read_text())["network"]["tag"]
+        campaign.send_signal(signal.SIGTERM)
+        output, _ = campaign.communicate(timeout=120)
+    finally:
+        if campaign.poll() is None:
+            os.killpg(campaign.pid, signal.SIGKILL)
+            campaign.wait()
+    assert campaign.returncode != 0
+    assert sorted(p.name for p in out.iterdir()) == ["seed-7"], output  # no next run
+    assert "not entirely taken down" not in output, output
+    assert not [line for line in Path("/proc/mounts").read_text().splitlines() if str(tmp_path) in line]
+    namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
+    assert f"kafkasim-{tag}-" not in namespaces
+    for pid_file in (out / "seed-7" / "cluster").glob("*/*.pid"):
+        assert PidFile(pid_file).read() is None, pid_file
