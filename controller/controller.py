@@ -193,6 +193,8 @@ class KafkaController:
                 await self._on_broker_change()
             case ev.TopicChange():
                 await self._on_topic_change()
+            case ev.PartitionModifications():
+                await self._on_partition_modifications(event.topic)
             case ev.TopicDeletion():
                 await self._on_topic_deletion()
             case ev.IsrChangeNotification():
@@ -210,6 +212,10 @@ class KafkaController:
 
     def _topics_watch(self, _: WatchedEvent) -> None:
         self.put(ev.TopicChange())
+
+    def _partition_modifications_watch(self, event: WatchedEvent) -> None:
+        if event.type == EventType.CHANGED:
+            self.put(ev.PartitionModifications(event.path.rsplit("/", 1)[-1]))
 
     def _delete_topics_watch(self, _: WatchedEvent) -> None:
         self.put(ev.TopicDeletion())
@@ -365,7 +371,8 @@ class KafkaController:
             return None
 
     async def _load_topic(self, ctx: ControllerContext, topic: str) -> bool:
-        data, _ = await self.zk.get_or_none(TopicZNode.path(topic))
+        # the read that loads the assignment arms the data watch for added partitions: no extra round trip
+        data, _ = await self.zk.get_or_none(TopicZNode.path(topic), watch=self._partition_modifications_watch)
         if data is None:
             return False
         try:
@@ -585,6 +592,39 @@ class KafkaController:
             created += [(topic, p) for p in sorted(ctx.assignments[topic])]
         batch = self._batch()
         await self._perform(batch, lambda tps: psm.to_online(ctx, tps, self.unclean_default), created)
+        batch.send()
+
+    async def _on_partition_modifications(self, topic: str) -> None:
+        """Kafka's processPartitionModifications: partitions in the topic znode that the controller does not know
+        go NewPartition -> OnlinePartition, as at topic creation; the others are left alone."""
+        ctx = self._ctx()
+        if topic not in ctx.assignments:
+            return  # not loaded yet (TopicChange loads it and arms the watch) or deleted meanwhile
+        data, _ = await self.zk.get_or_none(TopicZNode.path(topic), watch=self._partition_modifications_watch)
+        if data is None:
+            return
+        try:
+            assignment = TopicZNode.decode(topic, data).partitions
+        except ZNodeDecodeError as exc:
+            log.error("ignoring the changed assignment of topic %s: %s", topic, exc)
+            return
+        known = ctx.assignments[topic]
+        added = {p: list(r) for p, r in sorted(assignment.items()) if p not in known}
+        if topic in ctx.topics_to_delete:
+            if added:
+                # as Kafka: the topic goes away whole, so the assignment it had is written back
+                log.warning("skipping adding partitions %s of topic %s: it is being deleted",
+                            ",".join(map(str, added)), topic)
+                await self._writer_().multi([SetDataOp(TopicZNode.path(topic), TopicZNode.encode(known), -1)])
+            return
+        if not added:
+            return
+        known.update(added)
+        self.trace.emit(te.PartitionsAdded, topic=topic, assignment=added)
+        log.info("topic %s: new partitions %s", topic, added)
+        batch = self._batch()
+        await self._perform(batch, lambda tps: psm.to_online(ctx, tps, self.unclean_default),
+                            [(topic, p) for p in added])
         batch.send()
 
     async def _on_topic_deletion(self) -> None:
