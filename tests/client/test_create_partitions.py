@@ -37,9 +37,9 @@ def admin(cluster):
 
 def grow(admin: AdminClient, topic: str, count: int, assignment: list[list[int]] | None = None,
          validate_only: bool = False) -> None:
-    new = NewPartitions(topic, count) if assignment is None else NewPartitions(topic, count, replica_assignment=assignment)
-    futures = admin.create_partitions([new],
-                                      request_timeout=30, validate_only=validate_only)
+    # confluent-kafka refuses replica_assignment=None
+    new = NewPartitions(topic, count, **({} if assignment is None else {"replica_assignment": assignment}))
+    futures = admin.create_partitions([new], request_timeout=30, validate_only=validate_only)
     futures[topic].result(timeout=60)
 
 
@@ -176,3 +176,14 @@ def test_after_a_controller_failover_the_added_partitions_are_led_and_the_topic_
     wait_until(lambda: fully_replicated(cluster, topic, 8), 30, f"{topic}'s 8 partitions with a full ISR")
     produce(cluster, topic, 7, [b"after-failover"])
     assert confluent_consume(cluster, topic, [7], 1)[7][0][1] == b"after-failover"
+
+
+def test_kafkasim_topic_alter_adds_partitions_through_zookeeper(cluster, capsys):
+    from cluster.cli import main
+
+    create_topic(cluster, "cli-grow", 2, 3)
+    assert main(["--data-dir", str(cluster.data_dir), "topic", "alter", "cli-grow", "--partitions", "4"]) == 0
+    assert "added partitions 2:[" in capsys.readouterr().out
+    wait_until(lambda: fully_replicated(cluster, "cli-grow", 4), 30, "cli-grow's 4 partitions with a full ISR")
+    assert main(["--data-dir", str(cluster.data_dir), "topic", "alter", "cli-grow", "--partitions", "3"]) == 2
+    assert "Topic currently has 4 partitions, which is higher than the requested 3." in capsys.readouterr().err
