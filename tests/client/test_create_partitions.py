@@ -10,9 +10,12 @@ from confluent_kafka.admin import AdminClient, NewPartitions
 from kafka.protocol.admin import CreatePartitionsRequest
 
 from tests.client.support import RawConnection, bootstrap, client_port, confluent_consume, create_topic
-from tests.harness import RunningCluster, start_cluster, wait_until, znode_json
+from tests.harness import RunningCluster, start_cluster, wait_until, zk_call, znode_json
 from traces import events as te
+from zk.admin import create_topic as zk_create_topic
+from zk.admin import delete_topic as zk_delete_topic
 from zk.assignment import assign_added_partitions
+from zk.znodes import TopicZNode
 
 pytestmark = [pytest.mark.processes, pytest.mark.slow]
 
@@ -187,3 +190,28 @@ def test_kafkasim_topic_alter_adds_partitions_through_zookeeper(cluster, capsys)
     wait_until(lambda: fully_replicated(cluster, "cli-grow", 4), 30, "cli-grow's 4 partitions with a full ISR")
     assert main(["--data-dir", str(cluster.data_dir), "topic", "alter", "cli-grow", "--partitions", "3"]) == 2
     assert "Topic currently has 4 partitions, which is higher than the requested 3." in capsys.readouterr().err
+
+
+def test_a_topic_being_deleted_gets_no_partitions(cluster, admin):
+    """Its deletion waits for a dead broker's replica: CreatePartitions is refused, and partitions written into its
+    znode by hand are taken out again by the controller (Kafka's restorePartitionReplicaAssignment)."""
+    topic = "doomed"
+    broker = next(b.broker_id for b in cluster.spec.brokers if b.broker_id != cluster.controller())
+    zk_call(cluster.zk_connect, lambda zk: zk_create_topic(zk, topic, 1, 1, assignment={0: [broker]}))
+    wait_until(lambda: [p.leader for p in cluster.state([topic]).partitions] == [broker], 30, f"{topic} led")
+    cluster.kill9(broker)
+    try:
+        # the controller must know the broker is dead, or it would go ahead with the deletion
+        wait_until(lambda: [p.leader for p in cluster.state([topic]).partitions] == [-1], 30,
+                   f"{topic} offline with broker {broker}")
+        zk_call(cluster.zk_connect, lambda zk: zk_delete_topic(zk, topic))
+        error = refused(admin, topic, 2)
+        assert error.code() == KafkaError.TOPIC_EXCEPTION and "The topic is queued for deletion." in error.str()
+        grown = TopicZNode.encode({0: [broker], 1: [broker]})
+        zk_call(cluster.zk_connect, lambda zk: zk.set(TopicZNode.path(topic), grown))
+        wait_until(lambda: assignment_in_zookeeper(cluster, topic) == {0: [broker]}, 30,
+                   f"the controller to restore {topic}'s assignment")
+    finally:
+        cluster.start(broker)
+    wait_until(lambda: zk_call(cluster.zk_connect, lambda zk: zk.exists(TopicZNode.path(topic))) is None, 30,
+               f"{topic} deleted once broker {broker} is back")
