@@ -1,6 +1,6 @@
 """CreatePartitions on a real cluster: confluent-kafka's AdminClient grows a topic, the controller's data watch on
 /brokers/topics/<t> takes the new partitions online with Kafka's placement, clients write to and read from them;
-Kafka's errors; and a controller failover after the growth."""
+Kafka's errors (also through kafka-python); a topic being deleted; a controller failover after the growth; `kafkasim topic alter`."""
 
 from __future__ import annotations
 
@@ -141,6 +141,23 @@ def test_an_explicit_assignment_is_written_as_given(cluster, admin):
     assert {p: r for p, r in assignment_in_zookeeper(cluster, "placed").items() if p > 0} == {1: [3, 1], 2: [2, 3]}
     wait_until(lambda: fully_replicated(cluster, "placed", 3), 30, "placed's 3 partitions with a full ISR")
     assert [p.leader for p in cluster.state(["placed"]).partitions][1:] == [3, 2]
+
+
+def test_kafka_python_grows_a_topic_and_reads_kafkas_errors(cluster):
+    from kafka.admin import KafkaAdminClient
+    from kafka.admin import NewPartitions as KafkaNewPartitions
+    from kafka.errors import InvalidPartitionsError
+
+    create_topic(cluster, "kp-grow", 2, 2)
+    client = KafkaAdminClient(bootstrap_servers=bootstrap(cluster).split(","), request_timeout_ms=30000)
+    try:
+        client.create_partitions({"kp-grow": KafkaNewPartitions(total_count=4)}, timeout_ms=30000)
+        assert len(assignment_in_zookeeper(cluster, "kp-grow")) == 4
+        wait_until(lambda: fully_replicated(cluster, "kp-grow", 4), 30, "kp-grow's 4 partitions with a full ISR")
+        with pytest.raises(InvalidPartitionsError, match=r"Topic already has 4 partitions\."):
+            client.create_partitions({"kp-grow": KafkaNewPartitions(total_count=4)})
+    finally:
+        client.close()
 
 
 def test_an_unknown_topic_is_refused(cluster, admin):
