@@ -1,6 +1,7 @@
 """CreatePartitions on a real cluster: confluent-kafka's AdminClient grows a topic, the controller's data watch on
 /brokers/topics/<t> takes the new partitions online with Kafka's placement, clients write to and read from them;
-Kafka's errors (also through kafka-python); a topic being deleted; a controller failover after the growth; `kafkasim topic alter`."""
+Kafka's errors (also through kafka-python); a topic being deleted; a controller failover after the growth;
+`kafkasim topic alter`."""
 
 from __future__ import annotations
 
