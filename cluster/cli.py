@@ -100,7 +100,7 @@ def _parser() -> argparse.ArgumentParser:
     status.add_argument("--interval", type=float, default=0.5, metavar="S",
                         help="with --watch: seconds between reads of ZooKeeper (default 0.5)")
 
-    topic = sub.add_parser("topic", help="create, describe or delete topics")
+    topic = sub.add_parser("topic", help="create, describe, alter or delete topics")
     topic_sub = topic.add_subparsers(dest="topic_command", required=True)
     create = topic_sub.add_parser("create")
     create.add_argument("name")
@@ -118,6 +118,10 @@ def _parser() -> argparse.ArgumentParser:
                             strict=True):
         reports.add_argument(f"--{report}", dest="report", action="store_const", const=report,
                              help=f"only partitions with {what}")
+    alter = topic_sub.add_parser("alter", help="add partitions (kafka-topics.sh --alter --partitions), placed by "
+                                                "Kafka's rule; the controller brings them online")
+    alter.add_argument("name")
+    alter.add_argument("--partitions", type=int, required=True, metavar="N", help="the new, larger, total count")
     delete = topic_sub.add_parser("delete")
     delete.add_argument("name")
 
@@ -460,6 +464,8 @@ def _topic(args: argparse.Namespace, data_dir: Path) -> int:
     if args.topic_command == "create":
         return asyncio.run(commands.topic_create(zookeeper, args.name, args.partitions, args.replication_factor,
                                                  _key_values(args.config, "--config")))
+    if args.topic_command == "alter":
+        return asyncio.run(commands.topic_alter(zookeeper, args.name, args.partitions))
     if args.topic_command == "describe":
         return asyncio.run(commands.topic_describe(zookeeper, args.name, args.json, args.report,
                                                    _broker_min_isr(ClusterLayout(data_dir).load())))

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from cluster.admin import ClusterState, min_isr_by_topic, read_cluster_state
 from cluster.processes import ClusterError, ClusterLayout, ClusterSpec
-from zk.admin import AdminError, create_topic, delete_topic
+from zk.admin import AdminError, add_partitions, create_topic, delete_topic
 from zk.assignment import InvalidPartitionsError, InvalidReplicationFactorError, InvalidTopicError
 from traces.faults import TOOLS_TRACE_FILE, record_fault
 from zk.client import ZkClient, ZkUnavailableError, connected
@@ -107,6 +107,17 @@ async def topic_describe(zk_connect: str, name: str | None, as_json: bool, repor
             min_isr_of = await min_isr_by_topic(zk, {p.topic for p in state.partitions}, broker_min_isr)
             state.partitions = select(state.partitions, report, [b.broker_id for b in state.brokers], min_isr_of)
         print_state(state, as_json, brokers=False)
+    return 0
+
+
+async def topic_alter(zk_connect: str, name: str, partitions: int) -> int:
+    """Adds partitions through ZooKeeper, as `kafka-topics.sh --zookeeper ... --alter --partitions N` does."""
+    async with _zk(zk_connect) as zk:
+        try:
+            added = await add_partitions(zk, name, partitions)
+        except AdminError as exc:
+            raise ClusterError(str(exc)) from None
+    print(f"topic {name}: added partitions " + ", ".join(f"{p}:[{_replicas(r)}]" for p, r in added.items()))
     return 0
 
 

@@ -193,6 +193,8 @@ class KafkaController:
                 await self._on_broker_change()
             case ev.TopicChange():
                 await self._on_topic_change()
+            case ev.PartitionModifications():
+                await self._on_partition_modifications(event.topic)
             case ev.TopicDeletion():
                 await self._on_topic_deletion()
             case ev.IsrChangeNotification():
@@ -210,6 +212,10 @@ class KafkaController:
 
     def _topics_watch(self, _: WatchedEvent) -> None:
         self.put(ev.TopicChange())
+
+    def _partition_modifications_watch(self, event: WatchedEvent) -> None:
+        if event.type == EventType.CHANGED:
+            self.put(ev.PartitionModifications(event.path.rsplit("/", 1)[-1]))
 
     def _delete_topics_watch(self, _: WatchedEvent) -> None:
         self.put(ev.TopicDeletion())
@@ -318,9 +324,7 @@ class KafkaController:
         notifications = await self.zk.get_children(IsrChangeNotificationZNode.path, watch=self._isr_change_watch)
         await self._writer_().delete_paths([f"{IsrChangeNotificationZNode.path}/{n}" for n in notifications])
         await self._load_live_brokers(ctx)
-        topics = await self.zk.get_children(BrokerTopicsZNode.path, watch=self._topics_watch)
-        for topic in sorted(topics):
-            await self._load_topic(ctx, topic)
+        await self._load_topics(ctx, await self.zk.get_children(BrokerTopicsZNode.path, watch=self._topics_watch))
         ctx.topics_to_delete = set(await self.zk.get_children(DeleteTopicsZNode.path)) & set(ctx.assignments)
         self._channel = ControllerChannelManager(self.cluster_listener_name, self.request_timeout_ms)
         for broker_id, registration in ctx.live_brokers.items():
@@ -364,26 +368,40 @@ class KafkaController:
             log.error("skipping broker %d: %s", broker_id, exc)
             return None
 
-    async def _load_topic(self, ctx: ControllerContext, topic: str) -> bool:
-        data, _ = await self.zk.get_or_none(TopicZNode.path(topic))
-        if data is None:
-            return False
-        try:
-            assignment = TopicZNode.decode(topic, data).partitions
-        except ZNodeDecodeError as exc:
-            log.error("skipping topic %s: %s", topic, exc)
-            return False
-        ctx.assignments[topic] = dict(assignment)
-        config_data, _ = await self.zk.get_or_none(TopicConfigZNode.path(topic))
-        try:
-            ctx.topic_configs[topic] = TopicConfigZNode.decode(topic, config_data) if config_data else {}
-        except ZNodeDecodeError as exc:
-            log.error("topic %s: ignoring its config: %s", topic, exc)
-            ctx.topic_configs[topic] = {}
-        # pipelined: one round trip per partition, one after the other, made a failover at 1000 partitions take
-        # seconds (Kafka's controller reads them with getTopicPartitionStates, pipelined too)
-        await self._refresh_partitions([(topic, partition) for partition in assignment])
-        return True
+    async def _load_topics(self, ctx: ControllerContext, topics: list[str]) -> list[str]:
+        """Reads the assignment and config of ``topics`` and their partitions' states, all pipelined (a round trip
+        per topic, one after the other, is what made a failover at many topics slow; Kafka's controller reads them
+        with getFullReplicaAssignmentForTopics and getTopicPartitionStates, pipelined too). The read of each
+        assignment arms its data watch (Kafka's PartitionModificationsHandler): no extra round trip. Returns the
+        topics loaded."""
+        limit = asyncio.Semaphore(MAX_READS_IN_FLIGHT)
+
+        async def one(topic: str) -> tuple[str, dict[int, list[int]] | None, dict[str, str]]:
+            async with limit:
+                data, _ = await self.zk.get_or_none(TopicZNode.path(topic), watch=self._partition_modifications_watch)
+                if data is None:
+                    return topic, None, {}
+                try:
+                    assignment = dict(TopicZNode.decode(topic, data).partitions)
+                except ZNodeDecodeError as exc:
+                    log.error("skipping topic %s: %s", topic, exc)
+                    return topic, None, {}
+                config_data, _ = await self.zk.get_or_none(TopicConfigZNode.path(topic))
+            try:
+                config = TopicConfigZNode.decode(topic, config_data) if config_data else {}
+            except ZNodeDecodeError as exc:
+                log.error("topic %s: ignoring its config: %s", topic, exc)
+                config = {}
+            return topic, assignment, config
+
+        loaded = []
+        for topic, assignment, config in sorted(await asyncio.gather(*(one(t) for t in topics)),
+                                                key=lambda read: read[0]):
+            if assignment is not None:
+                ctx.assignments[topic], ctx.topic_configs[topic] = assignment, config
+                loaded.append(topic)
+        await self._refresh_partitions([(topic, p) for topic in loaded for p in ctx.assignments[topic]])
+        return loaded
 
     async def _refresh_leadership(self, ctx: ControllerContext, tp: TopicPartition) -> PartitionLeadership | None:
         data, stat = await self.zk.get_or_none(TopicPartitionStateZNode.path(*tp))
@@ -578,13 +596,44 @@ class KafkaController:
         for gone in set(ctx.assignments) - topics:
             ctx.remove_topic(gone)
         created: list[TopicPartition] = []
-        for topic in sorted(topics - set(ctx.assignments)):
-            if not await self._load_topic(ctx, topic):
-                continue
+        for topic in await self._load_topics(ctx, sorted(topics - set(ctx.assignments))):
             self.trace.emit(te.TopicCreated, topic=topic, assignment=ctx.assignments[topic])
             created += [(topic, p) for p in sorted(ctx.assignments[topic])]
         batch = self._batch()
         await self._perform(batch, lambda tps: psm.to_online(ctx, tps, self.unclean_default), created)
+        batch.send()
+
+    async def _on_partition_modifications(self, topic: str) -> None:
+        """Kafka's processPartitionModifications: partitions in the topic znode that the controller does not know
+        go NewPartition -> OnlinePartition, as at topic creation; the others are left alone."""
+        ctx = self._ctx()
+        if topic not in ctx.assignments:
+            return  # not loaded yet (TopicChange loads it and arms the watch) or deleted meanwhile
+        data, _ = await self.zk.get_or_none(TopicZNode.path(topic), watch=self._partition_modifications_watch)
+        if data is None:
+            return
+        try:
+            assignment = TopicZNode.decode(topic, data).partitions
+        except ZNodeDecodeError as exc:
+            log.error("ignoring the changed assignment of topic %s: %s", topic, exc)
+            return
+        known = ctx.assignments[topic]
+        added = {p: list(r) for p, r in sorted(assignment.items()) if p not in known}
+        if topic in ctx.topics_to_delete:
+            if added:
+                # as Kafka: the topic goes away whole, so the assignment it had is written back
+                log.warning("skipping adding partitions %s of topic %s: it is being deleted",
+                            ",".join(map(str, added)), topic)
+                await self._writer_().multi([SetDataOp(TopicZNode.path(topic), TopicZNode.encode(known), -1)])
+            return
+        if not added:
+            return
+        known.update(added)
+        self.trace.emit(te.PartitionsAdded, topic=topic, assignment=added)
+        log.info("topic %s: new partitions %s", topic, added)
+        batch = self._batch()
+        await self._perform(batch, lambda tps: psm.to_online(ctx, tps, self.unclean_default),
+                            [(topic, p) for p in added])
         batch.send()
 
     async def _on_topic_deletion(self) -> None:

@@ -43,6 +43,13 @@ class TopicChange:
 
 
 @dataclass(frozen=True)
+class PartitionModifications:
+    """/brokers/topics/<topic> changed (Kafka's PartitionModificationsHandler): partitions may have been added."""
+
+    topic: str
+
+
+@dataclass(frozen=True)
 class TopicDeletion:
     pass
 
@@ -82,5 +89,5 @@ class Shutdown:
 
 
 ControllerEvent = (Startup | Reelect | ControllerChange | Expire | RegisterBrokerAndReelect | BrokerChange
-                   | TopicChange | TopicDeletion | IsrChangeNotification | ControlledShutdown
+                   | TopicChange | PartitionModifications | TopicDeletion | IsrChangeNotification | ControlledShutdown
                    | AutoPreferredReplicaLeaderElection | ReplicaLeaderElection | Shutdown)

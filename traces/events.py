@@ -103,6 +103,15 @@ class TopicCreated(TraceEvent):
     assignment: dict[int, list[int]]
 
 
+class PartitionsAdded(TraceEvent):
+    """CreatePartitions (or a rewritten /brokers/topics/<t>) gave a topic new partitions; the controller
+    takes them online next (leader_elected events with election "initial")."""
+
+    event: Literal["partitions_added"] = "partitions_added"
+    topic: str
+    assignment: dict[int, list[int]]   # the added partitions only
+
+
 class TopicDeleted(TraceEvent):
     event: Literal["topic_deleted"] = "topic_deleted"
     topic: str
@@ -313,7 +322,7 @@ class TraceEventsDropped(TraceEvent):
 AnyTraceEvent = Annotated[
     ControllerElected | ControllerResigned | ControllerLoaded | ControllerWriteFenced
     | BrokerRegistered | SessionStateChanged
-    | BrokerMembershipChanged | BrokerExpired | LeaderElected | TopicCreated | TopicDeleted
+    | BrokerMembershipChanged | BrokerExpired | LeaderElected | TopicCreated | PartitionsAdded | TopicDeleted
     | ControlRequestReceived | ControlRequestApplied | ReplicaRoleChanged | ControlledShutdownStep | BrokerStopped
     | LogDirFailed | ProduceAcknowledged | IsrChanged | FollowerTruncated | HighWatermarkUpdated
     | FollowerFetchStateUpdated | FetchServed | DelayedOperationFinished | GroupStateChanged | FaultInjected

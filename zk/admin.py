@@ -1,24 +1,28 @@
 """Topic administration through ZooKeeper, as Kafka 2.x's AdminZkClient: a topic is created by writing
-its config and assignment znodes, deleted by a marker under /admin/delete_topics; the controller, which
-watches those paths, does the rest. Used by brokers (CreateTopics, DeleteTopics, auto-creation) and by
-the ``kafkasim`` CLI."""
+its config and assignment znodes, grown by rewriting its assignment znode, deleted by a marker under
+/admin/delete_topics; the controller, which watches those paths, does the rest. Used by brokers
+(CreateTopics, CreatePartitions, DeleteTopics, auto-creation) and by the ``kafkasim`` CLI."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from kazoo.exceptions import NodeExistsError
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from kio.schema.errors import ErrorCode
 
 from zk.assignment import (
     InvalidPartitionsError,
     InvalidReplicationFactorError,
     InvalidTopicError,
+    assign_added_partitions,
     assign_replicas_to_brokers,
     validate_topic_name,
 )
 from zk.client import CreateOp, ZkClient
-from zk.znodes import BrokerIdsZNode, DeleteTopicsTopicZNode, TopicConfigZNode, TopicZNode
+from zk.znodes import BrokerIdsZNode, DeleteTopicsTopicZNode, TopicConfigZNode, TopicZNode, ZNodeDecodeError
+
+# a concurrent change of the assignment znode between our read and our write: read and decide again
+ADD_PARTITIONS_ATTEMPTS = 3
 
 
 class AdminError(RuntimeError):
@@ -99,3 +103,77 @@ async def delete_topic(zk: ZkClient, topic: str) -> None:
     except NodeExistsError:
         # Kafka answers success here: the deletion asked for is already under way.
         raise AdminError(f"topic {topic!r} is already marked for deletion", ErrorCode.none) from None
+
+
+def plan_added_partitions(topic: str, existing: Mapping[int, list[int]], new_count: int,
+                          assignment: list[list[int]] | None, live: list[int]) -> dict[int, list[int]]:
+    """The replicas of the partitions CreatePartitions adds, checked in the order and with the words of Kafka
+    2.8's ZkAdminManager.createPartitions and AdminZkClient.createNewPartitionsAssignment. Pure; raises
+    AdminError."""
+    if not existing:
+        raise AdminError(f"The topic '{topic}' does not exist.", ErrorCode.unknown_topic_or_partition)
+    increment = new_count - len(existing)
+    if increment < 0:
+        raise AdminError(f"Topic currently has {len(existing)} partitions, which is higher than the requested "
+                         f"{new_count}.", ErrorCode.invalid_partitions)
+    if increment == 0:
+        raise AdminError(f"Topic already has {len(existing)} partitions.", ErrorCode.invalid_partitions)
+    if assignment is None:
+        try:
+            return assign_added_partitions(live, dict(existing), new_count)
+        except InvalidReplicationFactorError as exc:
+            raise AdminError(str(exc), ErrorCode.invalid_replication_factor) from None
+    unknown = sorted({b for replicas in assignment for b in replicas} - set(live))
+    if unknown:
+        raise AdminError(f"Unknown broker(s) in replica assignment: {', '.join(map(str, unknown))}.",
+                         ErrorCode.invalid_replica_assignment)
+    if len(assignment) != increment:
+        raise AdminError(f"Increasing the number of partitions by {increment} but {len(assignment)} assignments "
+                         "provided.", ErrorCode.invalid_replica_assignment)
+    replication_factor = len(existing[0])
+    added = {len(existing) + i: list(replicas) for i, replicas in enumerate(assignment)}
+    for partition, replicas in added.items():
+        if not replicas:
+            raise AdminError(f"Cannot have replication factor of 0 for partition id {partition}.",
+                             ErrorCode.invalid_replica_assignment)
+        if len(set(replicas)) != len(replicas):
+            raise AdminError(f"Duplicate brokers not allowed in replica assignment: "
+                             f"{', '.join(map(str, replicas))} for partition id {partition}.",
+                             ErrorCode.invalid_replica_assignment)
+        if len(replicas) != replication_factor:
+            raise AdminError(f"Inconsistent replication factor between partitions, partition 0 has "
+                             f"{replication_factor} while partition {partition} has {len(replicas)}.",
+                             ErrorCode.invalid_replica_assignment)
+    return added
+
+
+async def add_partitions(zk: ZkClient, topic: str, new_count: int, assignment: list[list[int]] | None = None, *,
+                         validate_only: bool = False) -> dict[int, list[int]]:
+    """CreatePartitions through ZooKeeper (Kafka's AdminZkClient.addPartitions): the topic znode is rewritten
+    with the old and the new partitions, compared and set against the version read; the controller's data
+    watch on it creates the new partitions. Returns the added partitions' replicas. Raises AdminError."""
+    for _ in range(ADD_PARTITIONS_ATTEMPTS):
+        if await zk.exists(DeleteTopicsTopicZNode.path(topic)) is not None:
+            raise AdminError("The topic is queued for deletion.", ErrorCode.invalid_topic_exception)
+        data, stat = await zk.get_or_none(TopicZNode.path(topic))
+        try:
+            current = TopicZNode.decode(topic, data) if data is not None else None
+        except ZNodeDecodeError as exc:
+            raise AdminError(str(exc), ErrorCode.unknown_server_error) from None
+        if current is not None and (current.adding_replicas or current.removing_replicas):
+            # Kafka refuses, so the controller's reassignment and the new partitions do not race
+            raise AdminError(f"A partition reassignment is in progress for the topic '{topic}'.",
+                             ErrorCode.reassignment_in_progress)
+        existing = dict(current.partitions) if current is not None else {}
+        added = plan_added_partitions(topic, existing, new_count, assignment, await live_broker_ids(zk))
+        if validate_only:
+            return added
+        try:
+            await zk.set(TopicZNode.path(topic), TopicZNode.encode({**existing, **added}), stat.version)
+        except BadVersionError:
+            continue
+        except NoNodeError:
+            raise AdminError(f"The topic '{topic}' does not exist.", ErrorCode.unknown_topic_or_partition) from None
+        return added
+    raise AdminError(f"the assignment of topic '{topic}' kept changing while partitions were added; try again",
+                     ErrorCode.unknown_server_error)

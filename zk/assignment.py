@@ -41,10 +41,11 @@ def replica_index(first_replica: int, second_shift: int, index: int, broker_coun
 def assign_replicas_to_brokers(broker_ids: list[int], partitions: int, replication_factor: int,
                                rng: random.Random | None = None,
                                start_index: int | None = None, next_replica_shift: int | None = None,
-                               ) -> dict[int, list[int]]:
+                               start_partition_id: int = 0) -> dict[int, list[int]]:
     """Kafka's rack-unaware assignment: leaders round-robin over the sorted brokers from a random start;
     each follower set shifted, and the shift grows every time the leaders wrap around the brokers, so
-    partitions spread their followers over different brokers."""
+    partitions spread their followers over different brokers. Partitions are numbered from
+    ``start_partition_id`` (added partitions continue the round-robin where the topic's left off)."""
     if partitions <= 0:
         raise InvalidPartitionsError(f"number of partitions must be larger than 0 (got {partitions})")
     if replication_factor <= 0:
@@ -58,7 +59,7 @@ def assign_replicas_to_brokers(broker_ids: list[int], partitions: int, replicati
     start = rng.randrange(count) if start_index is None else start_index
     shift = rng.randrange(count) if next_replica_shift is None else next_replica_shift
     assignment: dict[int, list[int]] = {}
-    for partition in range(partitions):
+    for partition in range(start_partition_id, start_partition_id + partitions):
         if partition > 0 and partition % count == 0:
             shift += 1
         first = (partition + start) % count
@@ -66,3 +67,17 @@ def assign_replicas_to_brokers(broker_ids: list[int], partitions: int, replicati
         replicas += [brokers[replica_index(first, shift, j, count)] for j in range(replication_factor - 1)]
         assignment[partition] = replicas
     return assignment
+
+
+def assign_added_partitions(broker_ids: list[int], existing: dict[int, list[int]], new_count: int
+                            ) -> dict[int, list[int]]:
+    """Where CreatePartitions puts the partitions that take a topic from ``len(existing)`` to ``new_count``
+    (Kafka's AdminZkClient.createNewPartitionsAssignment): the replication factor of partition 0, the
+    round-robin started at the first live broker whose id is at least partition 0's first replica, and that
+    same index as the follower shift; numbered after the existing partitions."""
+    first_partition = existing[0]
+    brokers = sorted(broker_ids)
+    start = next((i for i, b in enumerate(brokers) if b >= first_partition[0]), 0)
+    return assign_replicas_to_brokers(brokers, new_count - len(existing), len(first_partition),
+                                      start_index=start, next_replica_shift=start,
+                                      start_partition_id=len(existing))

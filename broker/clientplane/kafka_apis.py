@@ -44,6 +44,7 @@ class KafkaApis:
             ApiKey.LIST_OFFSETS: (offsets.handle_list_offsets, replicas),
             ApiKey.OFFSET_FOR_LEADER_EPOCH: (offsets.handle_offset_for_leader_epoch, replicas),
             ApiKey.CREATE_TOPICS: (admin.handle_create_topics, admin_access),
+            ApiKey.CREATE_PARTITIONS: (admin.handle_create_partitions, admin_access),
             ApiKey.DELETE_TOPICS: (admin.handle_delete_topics, admin_access),
             ApiKey.INIT_PRODUCER_ID: (admin.handle_init_producer_id, admin_access),
             ApiKey.DESCRIBE_CONFIGS: (admin.handle_describe_configs, admin_access),

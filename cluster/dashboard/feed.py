@@ -88,6 +88,7 @@ SENTENCES: dict[type[te.TraceEvent], Callable] = {
     te.BrokerExpired: lambda e: f"broker {e.expired_broker}'s session expired (seen by controller {e.broker_id})",
     te.LeaderElected: _leader_elected,
     te.TopicCreated: lambda e: f"topic {e.topic} created with {len(e.assignment)} partitions",
+    te.PartitionsAdded: lambda e: f"topic {e.topic}: partitions {', '.join(map(str, sorted(e.assignment)))} added",
     te.TopicDeleted: lambda e: f"topic {e.topic} deleted",
     te.IsrChanged: _isr_changed,
     te.FollowerTruncated: lambda e: (f"broker {e.broker_id} truncated {e.topic}-{e.partition} from offset "

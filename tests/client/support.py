@@ -14,6 +14,7 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KafkaTopicPartition
 from kafka.protocol.admin import (
+    CreatePartitionsResponse,
     CreateTopicsResponse,
     DeleteGroupsResponse,
     DeleteTopicsResponse,
@@ -47,7 +48,8 @@ _SIZE = struct.Struct(">i")
 RESPONSES: dict[int, type[ApiMessage]] = {
     0: ProduceResponse, 1: FetchResponse, 2: ListOffsetsResponse, 3: MetadataResponse, 18: ApiVersionsResponse,
     19: CreateTopicsResponse, 20: DeleteTopicsResponse, 22: InitProducerIdResponse, 35: DescribeLogDirsResponse,
-    42: DeleteGroupsResponse, 43: ElectLeadersResponse, 47: OffsetDeleteResponse, 60: DescribeClusterResponse,
+    37: CreatePartitionsResponse, 42: DeleteGroupsResponse, 43: ElectLeadersResponse, 47: OffsetDeleteResponse,
+    60: DescribeClusterResponse,
 }
 
 

@@ -3,11 +3,11 @@ import pytest
 from broker.clientplane.protocol.versions import SUPPORTED_VERSIONS, ApiKey, api_spec, is_implemented, is_supported
 
 # wire-compat.md section 0, "advertise" column plus the optional extras (ElectLeaders, DescribeLogDirs,
-# DeleteGroups, OffsetDelete, DescribeCluster: issue 19).
+# DeleteGroups, OffsetDelete, DescribeCluster, CreatePartitions: issue 19).
 RECOMMENDED = {
     0: (0, 8), 1: (4, 11), 2: (1, 5), 3: (1, 8), 8: (2, 7), 9: (1, 5), 10: (0, 2), 11: (0, 5),
     12: (0, 3), 13: (0, 3), 14: (0, 3), 15: (0, 4), 16: (0, 2), 18: (0, 3), 19: (2, 4), 20: (1, 3),
-    22: (0, 1), 23: (2, 3), 32: (1, 3), 35: (1, 4), 42: (0, 2), 43: (0, 1), 47: (0, 0), 60: (0, 2),
+    22: (0, 1), 23: (2, 3), 32: (1, 3), 35: (1, 4), 37: (0, 1), 42: (0, 2), 43: (0, 1), 47: (0, 0), 60: (0, 2),
 }  # fmt: skip
 
 # aiokafka 0.14 picks the highest of its own versions inside the broker range and fails if there

@@ -38,7 +38,7 @@ class GroupAccess:
 
 @dataclass(frozen=True)
 class AdminAccess:
-    """CreateTopics, DeleteTopics, DescribeConfigs, InitProducerId, ElectLeaders and auto-creation."""
+    """CreateTopics, CreatePartitions, DeleteTopics, DescribeConfigs, InitProducerId, ElectLeaders and auto-creation."""
 
     broker_id: int
     config: KafkaConfig

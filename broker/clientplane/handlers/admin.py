@@ -1,4 +1,4 @@
-"""CreateTopics, DeleteTopics (active controller only, as in Kafka's ZooKeeper mode), topic
+"""CreateTopics, CreatePartitions, DeleteTopics (active controller only, as in Kafka's ZooKeeper mode), topic
 auto-creation, InitProducerId and DescribeConfigs."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from broker.clientplane.protocol.build import build
 from broker.clientplane.protocol.messages import Request
 from broker.clientplane.protocol.versions import ApiKey
 from broker.log.config import topic_property_names
-from zk.admin import AdminError, create_topic, delete_topic
+from zk.admin import AdminError, add_partitions, create_topic, delete_topic
 from zk.znodes import TopicConfigZNode, ZNodeDecodeError
 
 log = logging.getLogger(__name__)
@@ -44,13 +44,18 @@ def check_topic_configs(admin: AdminAccess, configs: dict[str, str]) -> None:
                          ErrorCode.invalid_config) from None
 
 
-async def wait_for_metadata(admin: AdminAccess, topic: str, *, present: bool, timeout_ms: int) -> bool:
-    """Kafka answers CreateTopics/DeleteTopics once the change reached this broker's metadata, or at the
-    request's timeout (DelayedCreatePartitions / DelayedDeleteTopics)."""
+async def wait_for_metadata(admin: AdminAccess, topic: str, *, present: bool, timeout_ms: int,
+                            partitions: int = 0) -> bool:
+    """Kafka answers CreateTopics/CreatePartitions/DeleteTopics once the change reached this broker's metadata
+    (at least ``partitions`` partitions, each with a leader), or at the request's timeout
+    (DelayedCreatePartitions / DelayedDeleteTopics)."""
     deadline = time.monotonic() + timeout_ms / 1000
     while True:
         states = admin.metadata_cache.topics().get(topic)
-        done = (states is not None and all(s.leader >= 0 for s in states)) if present else states is None
+        if present:
+            done = states is not None and len(states) >= partitions and all(s.leader >= 0 for s in states)
+        else:
+            done = states is None
         if done:
             return True
         if time.monotonic() >= deadline:
@@ -92,6 +97,36 @@ async def handle_create_topics(admin: AdminAccess, request: Request):
         results.append(build(module.CreatableTopicResult, name=topic.name, error_code=error, error_message=message,
                              num_partitions=-1, replication_factor=-1, configs=None))
     return build(module.CreateTopicsResponse, throttle_time=NO_THROTTLE, topics=tuple(results))
+
+
+async def handle_create_partitions(admin: AdminAccess, request: Request):
+    body = request.body
+    module = response_module(ApiKey.CREATE_PARTITIONS, request.header.api_version)
+    names = [t.name for t in body.topics]
+
+    async def one(topic) -> tuple[ErrorCode, str | None]:
+        # the order of Kafka 2.8's KafkaApis.handleCreatePartitionsRequest and ZkAdminManager.createPartitions
+        if not admin.is_controller():
+            return ErrorCode.not_controller, f"broker {admin.broker_id} is not the controller"
+        if names.count(topic.name) > 1:
+            return ErrorCode.invalid_request, "Duplicate topic in request."
+        assignment = None if topic.assignments is None else [list(a.broker_ids) for a in topic.assignments]
+        try:
+            await add_partitions(admin.zk, topic.name, topic.count, assignment, validate_only=body.validate_only)
+        except AdminError as exc:
+            return exc.error_code, str(exc)
+        if not body.validate_only and not await wait_for_metadata(admin, topic.name, present=True,
+                                                                  timeout_ms=millis(body.timeout),
+                                                                  partitions=topic.count):
+            return ErrorCode.request_timed_out, f"the partitions of {topic.name} were added but have no leaders yet"
+        return ErrorCode.none, None
+
+    results = []
+    for topic in body.topics:
+        error, message = await one(topic)
+        results.append(build(module.CreatePartitionsTopicResult, name=topic.name, error_code=error,
+                             error_message=message))
+    return build(module.CreatePartitionsResponse, throttle_time=NO_THROTTLE, results=tuple(results))
 
 
 async def handle_delete_topics(admin: AdminAccess, request: Request):

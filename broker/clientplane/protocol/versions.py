@@ -33,6 +33,7 @@ class ApiKey(enum.IntEnum):
     OFFSET_FOR_LEADER_EPOCH = 23
     DESCRIBE_CONFIGS = 32
     DESCRIBE_LOG_DIRS = 35
+    CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
     ELECT_LEADERS = 43
     OFFSET_DELETE = 47
@@ -86,6 +87,8 @@ _RANGES = (
     # kio (generated from Kafka 4 specs) has no v0, which v1 repeats unchanged; v2 is flexible,
     # v3 adds a top-level error code and v4 the volume's total and usable bytes (KIP-827)
     VersionRange(ApiKey.DESCRIBE_LOG_DIRS, 1, 4, 2),
+    # v1 only says the response may be throttled; v2 is flexible, v3 adds THROTTLING_QUOTA_EXCEEDED (KIP-599)
+    VersionRange(ApiKey.CREATE_PARTITIONS, 0, 1, 2),
     VersionRange(ApiKey.DELETE_GROUPS, 0, 2, 2),
     # never flexible (Kafka's OffsetDelete has a single version)
     VersionRange(ApiKey.OFFSET_DELETE, 0, 0, 1),
