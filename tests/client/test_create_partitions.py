@@ -34,8 +34,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, zk_server: str):
         running.stop_all()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def admin(cluster):
+    # one per test: a client kept across the controller failover test would send to the controller it knew
     return AdminClient({"bootstrap.servers": bootstrap(cluster)})
 
 
