@@ -11,6 +11,8 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from pydantic import ValidationError
+
 from broker.log.config import LogConfig, topic_property_names
 from broker.log.errors import CorruptCheckpointError, KafkaStorageError, LogDirInUseError
 from broker.log.log import Log, parse_topic_partition
@@ -102,6 +104,25 @@ class LogService:
         known = topic_property_names()
         merged = self.default_config.model_dump(by_alias=True) | {k: v for k, v in overrides.items() if k in known}
         return LogConfig.model_validate(merged)
+
+    async def refresh_topic_config(self, topic: str) -> LogConfig | None:
+        """A topic's dynamic config changed: read it again and give it to the topic's logs here, which read it at
+        every use (min.insync.replicas at the next acks=all produce, segment.bytes at the next roll, retention.* at
+        the next retention check), as Kafka's TopicConfigHandler swaps each Log's config. None if not hosted."""
+        hosted = [log_ for (t, _), log_ in self.manager.logs.items() if t == topic]
+        if not hosted and topic not in self.manager.topic_configs:
+            return None
+        try:
+            config = await self._topic_config(topic)
+        except ValidationError as exc:
+            log.error("topic %s: keeping its config, the new one is invalid: %s", topic, exc)
+            return None
+        self.manager.topic_configs[topic] = config
+        for log_ in hosted:
+            log_.config = config
+        log.info("topic %s: config applied to %d local logs: %s", topic, len(hosted),
+                 {k: v for k, v in config.to_properties().items() if v != self.default_config.to_properties()[k]})
+        return config
 
     async def topic_configs(self, topics: set[str]) -> dict[str, LogConfig]:
         """The configs of the topics one LeaderAndIsr creates logs for, read once per topic and pipelined: a read

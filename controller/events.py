@@ -53,6 +53,14 @@ class IsrChangeNotification:
 
 
 @dataclass(frozen=True)
+class TopicConfigChange:
+    """A /config/changes notification named this topic: re-read its config; unclean election turned on elects
+    its offline partitions at once (Kafka's TopicUncleanLeaderElectionEnable)."""
+
+    topic: str
+
+
+@dataclass(frozen=True)
 class ControlledShutdown:
     broker_id: int
     broker_epoch: int
@@ -82,5 +90,5 @@ class Shutdown:
 
 
 ControllerEvent = (Startup | Reelect | ControllerChange | Expire | RegisterBrokerAndReelect | BrokerChange
-                   | TopicChange | TopicDeletion | IsrChangeNotification | ControlledShutdown
+                   | TopicChange | TopicDeletion | IsrChangeNotification | TopicConfigChange | ControlledShutdown
                    | AutoPreferredReplicaLeaderElection | ReplicaLeaderElection | Shutdown)
