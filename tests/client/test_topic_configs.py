@@ -210,3 +210,24 @@ def test_the_cli_sets_describes_and_deletes(cluster):
     assert f"Dynamic configs for topic {topic}: {MIN_ISR}=2\n" in run("--describe").stdout
     bad = run("--set", f"{MIN_ISR}=0")
     assert bad.returncode != 0 and "INVALID_REQUEST" in bad.stderr
+
+
+def test_turning_unclean_election_on_brings_an_offline_partition_back_at_once(cluster):
+    topic = "cfg-unclean"
+    controller = cluster.controller()
+    first, second = [b.broker_id for b in cluster.spec.brokers if b.broker_id != controller][:2]
+    zk_call(cluster.zk_connect, lambda zk: zk_create_topic(zk, topic, 1, 2, assignment={0: [first, second]}))
+    wait_until(lambda: leader_of(cluster, topic) == first, 30, f"broker {first} to lead {topic}")
+    cluster.kill9(second)
+    wait_until(lambda: cluster.state([topic]).partitions[0].isr == [first], 30, f"broker {second} out of the ISR")
+    cluster.kill9(first)
+    wait_until(lambda: cluster.state([topic]).partitions[0].leader == -1, 30, f"{topic} offline")
+    cluster.start(second)
+    wait_until(lambda: second in {b.broker_id for b in cluster.state().brokers}, 30, f"broker {second} registered")
+    assert cluster.state([topic]).partitions[0].leader == -1  # out of the ISR: no clean election can pick it
+
+    incremental(cluster, topic, set_={"unclean.leader.election.enable": "true"})
+    wait_until(lambda: cluster.state([topic]).partitions[0].leader == second, 30,
+               f"broker {second} elected (unclean) for {topic}")
+    cluster.start(first)
+    wait_until(lambda: first in {b.broker_id for b in cluster.state().brokers}, 30, f"broker {first} registered")
