@@ -2,7 +2,8 @@
 and AlterConfigs from confluent-kafka's AdminClient write /config/topics/<t> and a /config/changes notification
 in Kafka's format, every broker applies the change without a restart (min.insync.replicas at the next acks=all
 produce), DescribeConfigs shows where a value comes from, refused changes write nothing, a restarted broker reads
-the dynamic value at start, and `kafkasim config` does it from the command line."""
+the dynamic value at start, unclean election turned on elects an offline partition, kafka-python's admin client
+does the same with both APIs, and `kafkasim config` does it from the command line."""
 
 from __future__ import annotations
 
@@ -14,6 +15,9 @@ from pathlib import Path
 import pytest
 from confluent_kafka import ElectionType, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource
+from kafka import KafkaAdminClient
+from kafka.admin import ConfigResource as KafkaConfigResource
+from kafka.admin import ConfigResourceType
 
 from tests.client.support import bootstrap, create_topic, leader_of
 from tests.harness import RunningCluster, start_cluster, wait_until, zk_call
@@ -231,3 +235,22 @@ def test_turning_unclean_election_on_brings_an_offline_partition_back_at_once(cl
                f"broker {second} elected (unclean) for {topic}")
     cluster.start(first)
     wait_until(lambda: first in {b.broker_id for b in cluster.state().brokers}, 30, f"broker {first} registered")
+
+
+@pytest.mark.parametrize("incremental", [True, False], ids=["IncrementalAlterConfigs", "AlterConfigs"])
+def test_kafka_python_changes_and_describes_a_topic_config(cluster, incremental):
+    topic = f"cfg-kafka-python-{'inc' if incremental else 'full'}"
+    create_topic(cluster, topic, 1, 3)
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap(cluster))
+    try:
+        resource = KafkaConfigResource(ConfigResourceType.TOPIC, topic, configs={"retention.ms": "5400000"})
+        assert admin.alter_configs([resource], incremental=incremental) == {"topic": {topic: "OK"}}
+        described = admin.describe_configs([KafkaConfigResource(ConfigResourceType.TOPIC, topic)],
+                                           include_synonyms=True)["topic"][topic]
+    finally:
+        admin.close()
+    assert json.loads(cluster.raw(f"/config/topics/{topic}")[0])["config"] == {"retention.ms": "5400000"}
+    entry = described["retention.ms"]
+    assert (entry["value"], entry["config_source"], entry["read_only"]) == ("5400000", "DYNAMIC_TOPIC_CONFIG", False)
+    assert [(s["name"], s["source"]) for s in entry["synonyms"]][:1] == [("retention.ms", "DYNAMIC_TOPIC_CONFIG")]
+    assert [s["name"] for s in entry["synonyms"]][1:] == ["log.retention.ms"]
