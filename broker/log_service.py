@@ -93,36 +93,46 @@ class LogService:
         return topics
 
     async def _topic_config(self, topic: str) -> LogConfig:
+        return self._with_overrides(await self._read_overrides(topic))
+
+    async def _read_overrides(self, topic: str) -> dict[str, str]:
         data, _ = await self.zk.get_or_none(TopicConfigZNode.path(topic))
         if data is None:
-            return self.default_config
+            return {}
         try:
-            overrides = TopicConfigZNode.decode(topic, data)
+            return TopicConfigZNode.decode(topic, data)
         except ZNodeDecodeError as exc:
             log.error("topic %s: using broker defaults, its config is unreadable: %s", topic, exc)
+            return {}
+
+    def _with_overrides(self, overrides: Mapping[str, str]) -> LogConfig:
+        if not overrides:
             return self.default_config
         known = topic_property_names()
         merged = self.default_config.model_dump(by_alias=True) | {k: v for k, v in overrides.items() if k in known}
         return LogConfig.model_validate(merged)
 
-    async def refresh_topic_config(self, topic: str) -> LogConfig | None:
+    async def refresh_topic_config(self, topic: str) -> tuple[int, dict[str, str]]:
         """A topic's dynamic config changed: read it again and give it to the topic's logs here, which read it at
         every use (min.insync.replicas at the next acks=all produce, segment.bytes at the next roll, retention.* at
-        the next retention check), as Kafka's TopicConfigHandler swaps each Log's config. None if not hosted."""
+        the next retention check), as Kafka's TopicConfigHandler swaps each Log's config. Returns how many logs
+        took it (0 when the topic has none here) and the topic's overrides."""
+        overrides = await self._read_overrides(topic)
         hosted = [log_ for (t, _), log_ in self.manager.logs.items() if t == topic]
         if not hosted and topic not in self.manager.topic_configs:
-            return None
+            return 0, overrides
         try:
-            config = await self._topic_config(topic)
+            config = self._with_overrides(overrides)
         except ValidationError as exc:
             log.error("topic %s: keeping its config, the new one is invalid: %s", topic, exc)
-            return None
+            return 0, overrides
         self.manager.topic_configs[topic] = config
         for log_ in hosted:
             log_.config = config
+        defaults = self.default_config.to_properties()
         log.info("topic %s: config applied to %d local logs: %s", topic, len(hosted),
-                 {k: v for k, v in config.to_properties().items() if v != self.default_config.to_properties()[k]})
-        return config
+                 {k: v for k, v in config.to_properties().items() if v != defaults[k]})
+        return len(hosted), overrides
 
     async def topic_configs(self, topics: set[str]) -> dict[str, LogConfig]:
         """The configs of the topics one LeaderAndIsr creates logs for, read once per topic and pipelined: a read

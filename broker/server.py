@@ -181,7 +181,8 @@ class KafkaServer:
     async def _on_topic_config_change(self, topic: str) -> None:
         """Kafka's TopicConfigHandler: the topic's local logs take the new config; the controller, if active here,
         re-reads it (and elects offline partitions when unclean election was turned on)."""
-        await self.log_service.refresh_topic_config(topic)
+        local_logs, overrides = await self.log_service.refresh_topic_config(topic)
+        self.trace.emit(te.TopicConfigChanged, topic=topic, topic_overrides=overrides, local_logs=local_logs)
         if self.controller is not None:
             self.controller.put(controller_events.TopicConfigChange(topic))
 

@@ -21,6 +21,7 @@ from kafka.admin import ConfigResourceType
 
 from tests.client.support import bootstrap, create_topic, leader_of
 from tests.harness import RunningCluster, start_cluster, wait_until, zk_call
+from traces import events as te
 from zk.admin import create_topic as zk_create_topic
 
 pytestmark = [pytest.mark.processes, pytest.mark.slow]
@@ -129,6 +130,13 @@ def test_zookeeper_holds_kafkas_config_znode_and_a_version_2_notification(cluste
     new = [c for c in config_changes(cluster) if c not in before]
     assert len(new) == 1 and new[0].startswith("config_change_") and len(new[0]) == len("config_change_") + 10
     assert json.loads(cluster.raw(f"/config/changes/{new[0]}")[0]) == {"version": 2, "entity_path": f"topics/{topic}"}
+    # every broker applied it, those with a replica to their log
+    def applied() -> dict[int, int]:
+        return {b.broker_id: e.local_logs for b in cluster.spec.brokers for e in cluster.traces(b.broker_id)
+                if isinstance(e, te.TopicConfigChanged) and e.topic == topic
+                and e.topic_overrides == {"retention.ms": "3600000", MIN_ISR: "2"}}
+    assert wait_until(lambda: len(applied()) == 3 and applied(), 20, "every broker to apply the change") == {
+        b.broker_id: 1 for b in cluster.spec.brokers}
     # synonyms: the override, then the broker property that sets the default
     entry = describe(cluster, topic)["retention.ms"]
     assert {name: source(s) for name, s in entry.synonyms.items()} == {
