@@ -262,3 +262,20 @@ def test_kafka_python_changes_and_describes_a_topic_config(cluster, incremental)
     assert (entry["value"], entry["config_source"], entry["read_only"]) == ("5400000", "DYNAMIC_TOPIC_CONFIG", False)
     assert [(s["name"], s["source"]) for s in entry["synonyms"]][:1] == [("retention.ms", "DYNAMIC_TOPIC_CONFIG")]
     assert [s["name"] for s in entry["synonyms"]][1:] == ["log.retention.ms"]
+
+
+def test_a_smaller_segment_bytes_rolls_every_replica_at_its_next_appends(cluster):
+    topic = "cfg-segments"
+    create_topic(cluster, topic, 1, 3)
+    directories = sorted(cluster.data_dir.glob(f"broker-*/logs/{topic}-0"))
+    assert len(directories) == 3 and all(len(list(d.glob("*.log"))) == 1 for d in directories)
+    incremental(cluster, topic, set_={"segment.bytes": "1024"})
+    wait_until(lambda: [e.local_logs for e in cluster.all_traces()
+                        if isinstance(e, te.TopicConfigChanged) and e.topic == topic] == [1, 1, 1],
+               20, "every replica to take segment.bytes=1024")
+    producer = Producer({"bootstrap.servers": bootstrap(cluster), "acks": "all", "linger.ms": 0})
+    for _ in range(10):
+        producer.produce(topic, b"x" * 300, partition=0)
+        producer.flush(15)  # one batch per record: each roll happens at an append that would overflow
+    wait_until(lambda: all(len(list(d.glob("*.log"))) >= 5 for d in directories), 30,
+               "every replica to have rolled new segments")
