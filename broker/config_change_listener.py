@@ -49,7 +49,9 @@ class ConfigChangeListener:
         self._wake.set()
 
     def _on_session_event(self, event: SessionEvent) -> None:
-        if event == SessionEvent.NEW_SESSION:  # the watch went with the old session
+        # a new session lost the watch; after a reconnection, look again too: a change made meanwhile is only
+        # seen by listing the children (Kafka's listener also re-reads on every new session)
+        if event in (SessionEvent.NEW_SESSION, SessionEvent.RECONNECTED):
             self._wake.set()
 
     async def _run(self) -> None:
