@@ -62,7 +62,9 @@ def incremental_overrides(current: Mapping[str, str], ops: Sequence[AlterOp]) ->
     for op in ops:
         if op.operation != ConfigOperation.DELETE and op.value is None:
             raise ConfigError(f"Null value not supported for : {op.name}", ErrorCode.invalid_request)
-        if op.name not in known:
+        # Kafka checks the name of a SET when it validates the result, and of an APPEND or SUBTRACT at once; a DELETE
+        # of a name it does not know removes nothing and is no error
+        if op.name not in known and op.operation != ConfigOperation.DELETE:
             raise ConfigError(f"Unknown topic config name: {op.name}", ErrorCode.invalid_config)
         match op.operation:
             case ConfigOperation.SET:

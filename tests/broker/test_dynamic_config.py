@@ -30,6 +30,11 @@ def test_an_unknown_name_is_invalid_config_with_kafkas_message():
     assert str(info.value) == "Unknown topic config name: no.such.config"
 
 
+def test_deleting_a_name_kafka_does_not_know_is_no_error_as_in_kafka():
+    assert incremental_overrides({"retention.ms": "1"}, [AlterOp("no.such.config", DELETE, None)]) == {
+        "retention.ms": "1"}
+
+
 def test_append_is_refused_as_for_a_non_list_config_and_duplicates_and_null_values_too():
     for ops in ([AlterOp("retention.ms", APPEND, "1")],
                 [AlterOp("retention.ms", SET, "1"), AlterOp("retention.ms", DELETE, None)],
