@@ -131,7 +131,9 @@ def _parser() -> argparse.ArgumentParser:
                                         "(DescribeConfigs, IncrementalAlterConfigs with confluent-kafka's "
                                         "AdminClient), like kafka-configs.sh --bootstrap-server. Every broker "
                                         "applies a change at once, without a restart.")
-    config.add_argument("--topic", required=True)
+    entity = config.add_mutually_exclusive_group(required=True)
+    entity.add_argument("--topic")
+    entity.add_argument("--broker", type=int, help="with --describe: a broker's configs (read-only in kafkasim)")
     config.add_argument("--describe", action="store_true", help="every config with its value and source")
     config.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                         help="override a config, e.g. --set min.insync.replicas=2 (repeatable)")
@@ -499,14 +501,17 @@ def _leaders(args: argparse.Namespace, data_dir: Path) -> int:
 
 
 def _config(args: argparse.Namespace, data_dir: Path) -> int:
-    from cluster import topic_configs
+    from cluster import configs
 
     bootstrap = ClusterLayout(data_dir).load().bootstrap_servers
     if args.describe == bool(args.set or args.delete):
         raise ClusterError("give either --describe or at least one --set/--delete")
     if args.describe:
-        return topic_configs.describe(bootstrap, args.topic)
-    return topic_configs.alter(bootstrap, args.topic, topic_configs.parse_assignments(args.set), args.delete)
+        return configs.describe(bootstrap, topic=args.topic, broker=args.broker)
+    if args.broker is not None:
+        raise ClusterError("broker configs are read-only in kafkasim (no dynamic broker configs); change them in "
+                           "the broker's properties and restart it")
+    return configs.alter(bootstrap, args.topic, configs.parse_assignments(args.set), args.delete)
 
 
 def _kill(args: argparse.Namespace, data_dir: Path) -> int:

@@ -222,6 +222,10 @@ def test_the_cli_sets_describes_and_deletes(cluster):
     assert f"Dynamic configs for topic {topic}: {MIN_ISR}=2\n" in run("--describe").stdout
     bad = run("--set", f"{MIN_ISR}=0")
     assert bad.returncode != 0 and "INVALID_REQUEST" in bad.stderr
+    broker = subprocess.run([*kafkasim[:-2], "--broker", "1", "--describe"], capture_output=True, text=True,
+                            timeout=60)
+    assert broker.returncode == 0, broker.stderr
+    assert any(line.split()[:2] == ["broker.id", "1"] for line in broker.stdout.splitlines())
 
 
 def test_turning_unclean_election_on_brings_an_offline_partition_back_at_once(cluster):

@@ -1,6 +1,7 @@
-"""``kafkasim config --topic T --describe | --set k=v ... --delete k ...``: a topic's configuration through the Kafka
-protocol with confluent-kafka's AdminClient (DescribeConfigs, IncrementalAlterConfigs), like kafka-configs.sh
---bootstrap-server. A change is live: every broker applies it without a restart."""
+"""``kafkasim config --topic T --describe | --set k=v ... --delete k ...`` and ``kafkasim config --broker N
+--describe``: configuration through the Kafka protocol with confluent-kafka's AdminClient (DescribeConfigs,
+IncrementalAlterConfigs), like kafka-configs.sh --bootstrap-server. A topic change is live: every broker applies
+it without a restart. Broker configs are read-only (kafkasim has no dynamic broker configs)."""
 
 from __future__ import annotations
 
@@ -22,15 +23,19 @@ def parse_assignments(assignments: list[str]) -> dict[str, str]:
     return result
 
 
-def describe(bootstrap: str, topic: str) -> int:
+def describe(bootstrap: str, topic: str | None = None, broker: int | None = None) -> int:
+    """One of ``topic`` or ``broker``: every config with its value and source."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    if topic is not None:
+        kind, resource = f"topic {topic}", ConfigResource(ConfigResource.Type.TOPIC, topic)
+    else:
+        kind, resource = f"broker {broker}", ConfigResource(ConfigResource.Type.BROKER, str(broker))
     try:
         entries = admin.describe_configs([resource])[resource].result(TIMEOUT_S)
     except KafkaException as exc:
-        raise ClusterError(f"DescribeConfigs for topic {topic} failed: {exc.args[0].str()}") from None
+        raise ClusterError(f"DescribeConfigs for {kind} failed: {exc.args[0].str()}") from None
     dynamic = {name: e for name, e in entries.items() if _source(e) == ConfigSource.DYNAMIC_TOPIC_CONFIG}
-    print(f"Dynamic configs for topic {topic}: "
+    print(f"Dynamic configs for {kind}: "
           + (", ".join(f"{n}={e.value}" for n, e in sorted(dynamic.items())) or "none"))
     width = max(len(name) for name in entries)
     for name, entry in sorted(entries.items()):
