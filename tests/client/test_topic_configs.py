@@ -274,9 +274,9 @@ def test_a_smaller_segment_bytes_rolls_every_replica_at_its_next_appends(cluster
     directories = sorted(cluster.data_dir.glob(f"broker-*/logs/{topic}-0"))
     assert len(directories) == 3 and all(len(list(d.glob("*.log"))) == 1 for d in directories)
     incremental(cluster, topic, set_={"segment.bytes": "1024"})
-    wait_until(lambda: [e.local_logs for e in cluster.all_traces()
-                        if isinstance(e, te.TopicConfigChanged) and e.topic == topic] == [1, 1, 1],
-               20, "every replica to take segment.bytes=1024")
+    wait_until(lambda: {e.broker_id for e in cluster.all_traces() if isinstance(e, te.TopicConfigChanged)
+                        and e.topic == topic and e.local_logs == 1} == {b.broker_id for b in cluster.spec.brokers},
+               30, "every replica to take segment.bytes=1024")
     producer = Producer({"bootstrap.servers": bootstrap(cluster), "acks": "all", "linger.ms": 0})
     for _ in range(10):
         producer.produce(topic, b"x" * 300, partition=0)
