@@ -58,6 +58,11 @@ class LogService:
         self.zk = zk
         self._high_watermarks = high_watermarks
         self._task: asyncio.Task | None = None
+        # A notification handled between a LeaderAndIsr's read of a topic's config and the creation of its log must
+        # not be lost: each handled notification bumps the topic's generation, each read notes the generation it saw.
+        self._generation: dict[str, int] = {}
+        self._read_at: dict[str, int] = {}
+        self._notified: dict[str, LogConfig] = {}
 
     def read_high_watermarks(self) -> dict[TopicPartition, int]:
         try:
@@ -93,6 +98,7 @@ class LogService:
         return topics
 
     async def _topic_config(self, topic: str) -> LogConfig:
+        self._read_at[topic] = self._generation.get(topic, 0)
         return self._with_overrides(await self._read_overrides(topic))
 
     async def _read_overrides(self, topic: str) -> dict[str, str]:
@@ -118,14 +124,14 @@ class LogService:
         the next retention check), as Kafka's TopicConfigHandler swaps each Log's config. Returns how many logs
         took it (0 when the topic has none here) and the topic's overrides."""
         overrides = await self._read_overrides(topic)
-        hosted = [log_ for (t, _), log_ in self.manager.logs.items() if t == topic]
-        if not hosted and topic not in self.manager.topic_configs:
-            return 0, overrides
         try:
             config = self._with_overrides(overrides)
         except ValidationError as exc:
             log.error("topic %s: keeping its config, the new one is invalid: %s", topic, exc)
             return 0, overrides
+        hosted = [log_ for (t, _), log_ in self.manager.logs.items() if t == topic]
+        self._generation[topic] = self._generation.get(topic, 0) + 1
+        self._notified[topic] = config
         self.manager.topic_configs[topic] = config
         for log_ in hosted:
             log_.config = config
@@ -145,8 +151,10 @@ class LogService:
         tp = (state.topic, state.partition)
         existing = self.manager.get_log(*tp)
         if existing is None:
-            self.manager.topic_configs[state.topic] = config if config is not None else \
-                await self._topic_config(state.topic)
+            chosen = config if config is not None else await self._topic_config(state.topic)
+            if self._read_at.get(state.topic, 0) != self._generation.get(state.topic, 0):
+                chosen = self._notified[state.topic]  # read before a notification handled since
+            self.manager.topic_configs[state.topic] = chosen
             existing = self.manager.get_or_create_log(*tp)
         return existing
 
