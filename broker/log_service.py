@@ -11,6 +11,8 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from pydantic import ValidationError
+
 from broker.log.config import LogConfig, topic_property_names
 from broker.log.errors import CorruptCheckpointError, KafkaStorageError, LogDirInUseError
 from broker.log.log import Log, parse_topic_partition
@@ -56,6 +58,11 @@ class LogService:
         self.zk = zk
         self._high_watermarks = high_watermarks
         self._task: asyncio.Task | None = None
+        # A notification handled between a LeaderAndIsr's read of a topic's config and the creation of its log must
+        # not be lost: each handled notification bumps the topic's generation, each read notes the generation it saw.
+        self._generation: dict[str, int] = {}
+        self._read_at: dict[str, int] = {}
+        self._notified: dict[str, LogConfig] = {}
 
     def read_high_watermarks(self) -> dict[TopicPartition, int]:
         try:
@@ -91,17 +98,47 @@ class LogService:
         return topics
 
     async def _topic_config(self, topic: str) -> LogConfig:
+        self._read_at[topic] = self._generation.get(topic, 0)
+        return self._with_overrides(await self._read_overrides(topic))
+
+    async def _read_overrides(self, topic: str) -> dict[str, str]:
         data, _ = await self.zk.get_or_none(TopicConfigZNode.path(topic))
         if data is None:
-            return self.default_config
+            return {}
         try:
-            overrides = TopicConfigZNode.decode(topic, data)
+            return TopicConfigZNode.decode(topic, data)
         except ZNodeDecodeError as exc:
             log.error("topic %s: using broker defaults, its config is unreadable: %s", topic, exc)
+            return {}
+
+    def _with_overrides(self, overrides: Mapping[str, str]) -> LogConfig:
+        if not overrides:
             return self.default_config
         known = topic_property_names()
         merged = self.default_config.model_dump(by_alias=True) | {k: v for k, v in overrides.items() if k in known}
         return LogConfig.model_validate(merged)
+
+    async def refresh_topic_config(self, topic: str) -> tuple[int, dict[str, str]]:
+        """A topic's dynamic config changed: read it again and give it to the topic's logs here, which read it at
+        every use (min.insync.replicas at the next acks=all produce, segment.bytes at the next roll, retention.* at
+        the next retention check), as Kafka's TopicConfigHandler swaps each Log's config. Returns how many logs
+        took it (0 when the topic has none here) and the topic's overrides."""
+        overrides = await self._read_overrides(topic)
+        try:
+            config = self._with_overrides(overrides)
+        except ValidationError as exc:
+            log.error("topic %s: keeping its config, the new one is invalid: %s", topic, exc)
+            return 0, overrides
+        hosted = [log_ for (t, _), log_ in self.manager.logs.items() if t == topic]
+        self._generation[topic] = self._generation.get(topic, 0) + 1
+        self._notified[topic] = config
+        self.manager.topic_configs[topic] = config
+        for log_ in hosted:
+            log_.config = config
+        defaults = self.default_config.to_properties()
+        log.info("topic %s: config applied to %d local logs: %s", topic, len(hosted),
+                 {k: v for k, v in config.to_properties().items() if v != defaults[k]})
+        return len(hosted), overrides
 
     async def topic_configs(self, topics: set[str]) -> dict[str, LogConfig]:
         """The configs of the topics one LeaderAndIsr creates logs for, read once per topic and pipelined: a read
@@ -114,8 +151,10 @@ class LogService:
         tp = (state.topic, state.partition)
         existing = self.manager.get_log(*tp)
         if existing is None:
-            self.manager.topic_configs[state.topic] = config if config is not None else \
-                await self._topic_config(state.topic)
+            chosen = config if config is not None else await self._topic_config(state.topic)
+            if self._read_at.get(state.topic, 0) != self._generation.get(state.topic, 0):
+                chosen = self._notified[state.topic]  # read before a notification handled since
+            self.manager.topic_configs[state.topic] = chosen
             existing = self.manager.get_or_create_log(*tp)
         return existing
 

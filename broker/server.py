@@ -23,6 +23,7 @@ from broker.clientplane.network import SocketServer
 from broker.config import KafkaConfig, Listener
 from broker.group.manager import GroupMetadataManager
 from broker.log.log_dir_failure_channel import LogDirFailureChannel
+from broker.config_change_listener import ConfigChangeListener
 from broker.log_service import LogDirectoryError, LogService, MaintenanceIntervals
 from broker.memory import keep_freed_memory
 from broker.metrics.broker_state import snapshot_broker
@@ -135,6 +136,7 @@ class KafkaServer:
         self._timers: list[AsyncioTimer] = []
         self._checkpointed_high_watermarks: dict[TopicPartition, int] = {}
         self.controller: KafkaController | None = None
+        self.config_changes = ConfigChangeListener(self.zk, self._on_topic_config_change)
         self.cluster_id: str | None = None
         self._grpc_server: grpc.aio.Server | None = None
         self.group_manager = GroupMetadataManager(config, self.replica_io, self.trace, self.now_ms)
@@ -176,6 +178,14 @@ class KafkaServer:
             return {tp: ElectionResult(ErrorCode.not_controller) for tp in partitions or ()}
         return await self.controller.elect_leaders(partitions, election_type)
 
+    async def _on_topic_config_change(self, topic: str) -> None:
+        """Kafka's TopicConfigHandler: the topic's local logs take the new config; the controller, if active here,
+        re-reads it (and elects offline partitions when unclean election was turned on)."""
+        local_logs, overrides = await self.log_service.refresh_topic_config(topic)
+        self.trace.emit(te.TopicConfigChanged, topic=topic, topic_overrides=overrides, local_logs=local_logs)
+        if self.controller is not None:
+            self.controller.put(controller_events.TopicConfigChange(topic))
+
     async def startup(self) -> None:
         self.loop = asyncio.get_running_loop()
         for listener in self.config.bound_listeners:
@@ -213,6 +223,7 @@ class KafkaServer:
             leader_imbalance_check_interval_seconds=self.config.leader_imbalance_check_interval_seconds,
             leader_imbalance_per_broker_percentage=self.config.leader_imbalance_per_broker_percentage)
         self.controller.start()
+        self.config_changes.start()
         log.info("broker %d started (cluster %s, epoch %d)", self.broker_id, self.cluster_id,
                  self.replica_manager.broker_epoch)
 
@@ -416,6 +427,7 @@ class KafkaServer:
         # flush): the broker writes every thread's stack to its log and exits rather than hang until killed.
         faulthandler.dump_traceback_later(SHUTDOWN_DEADLINE_S, exit=True)
         try:
+            await self.config_changes.stop()
             if self.controller is not None:
                 await _bounded("stopping the controller", self.controller.stop())
             await _bounded("closing client connections", self.socket_server.stop())

@@ -130,6 +130,20 @@ def _parser() -> argparse.ArgumentParser:
     groups_sub.add_parser("describe", help="members, assignments, committed offsets and lag per partition"
                           ).add_argument("group")
 
+    config = sub.add_parser("config", help="a topic's dynamic configuration: describe, set, delete (live, no restart)",
+                            description="Describes or changes a topic's configuration through the Kafka protocol "
+                                        "(DescribeConfigs, IncrementalAlterConfigs with confluent-kafka's "
+                                        "AdminClient), like kafka-configs.sh --bootstrap-server. Every broker "
+                                        "applies a change at once, without a restart.")
+    entity = config.add_mutually_exclusive_group(required=True)
+    entity.add_argument("--topic")
+    entity.add_argument("--broker", type=int, help="with --describe: a broker's configs (read-only in kafkasim)")
+    config.add_argument("--describe", action="store_true", help="every config with its value and source")
+    config.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                        help="override a config, e.g. --set min.insync.replicas=2 (repeatable)")
+    config.add_argument("--delete", action="append", default=[], metavar="NAME",
+                        help="remove an override: the broker default applies again (repeatable)")
+
     leaders = sub.add_parser("leaders", help="leader elections: `leaders elect` gives partitions back to their "
                                              "preferred replicas")
     leaders_sub = leaders.add_subparsers(dest="leaders_command", required=True)
@@ -492,6 +506,20 @@ def _leaders(args: argparse.Namespace, data_dir: Path) -> int:
     return elect(ClusterLayout(data_dir).load().bootstrap_servers, args.topic, args.partition, args.unclean)
 
 
+def _config(args: argparse.Namespace, data_dir: Path) -> int:
+    from cluster import configs
+
+    bootstrap = ClusterLayout(data_dir).load().bootstrap_servers
+    if args.describe == bool(args.set or args.delete):
+        raise ClusterError("give either --describe or at least one --set/--delete")
+    if args.describe:
+        return configs.describe(bootstrap, topic=args.topic, broker=args.broker)
+    if args.broker is not None:
+        raise ClusterError("broker configs are read-only in kafkasim (no dynamic broker configs); change them in "
+                           "the broker's properties and restart it")
+    return configs.alter(bootstrap, args.topic, configs.parse_assignments(args.set), args.delete)
+
+
 def _kill(args: argparse.Namespace, data_dir: Path) -> int:
     from cluster import commands
 
@@ -517,6 +545,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, Path], int]] = {
     "topic": _topic,
     "kill": _kill,
     "leaders": _leaders,
+    "config": _config,
     "pause": _docker_only,
     "unpause": _docker_only,
     "disconnect": _docker_only,

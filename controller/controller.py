@@ -199,6 +199,8 @@ class KafkaController:
                 await self._on_topic_deletion()
             case ev.IsrChangeNotification():
                 await self._on_isr_change_notification()
+            case ev.TopicConfigChange():
+                await self._on_topic_config_change(event.topic)
             case ev.AutoPreferredReplicaLeaderElection():
                 await self._on_auto_preferred_replica_election()
 
@@ -487,6 +489,28 @@ class KafkaController:
     async def _trigger_online_partitions(self, batch: ControlRequestBatch) -> None:
         ctx = self._ctx()
         await self._perform(batch, lambda tps: psm.to_online(ctx, tps, self.unclean_default), ctx.offline_partitions())
+
+    async def _on_topic_config_change(self, topic: str) -> None:
+        """Kafka 2.8 reads unclean.leader.election.enable when it elects; turning it on for a topic also elects its
+        offline partitions at once (TopicUncleanLeaderElectionEnable). Turning it off changes nothing now."""
+        ctx = self._ctx()
+        if topic not in ctx.assignments:
+            return
+        config_data, _ = await self.zk.get_or_none(TopicConfigZNode.path(topic))
+        try:
+            ctx.topic_configs[topic] = TopicConfigZNode.decode(topic, config_data) if config_data else {}
+        except ZNodeDecodeError as exc:
+            log.error("topic %s: ignoring its changed config: %s", topic, exc)
+            return
+        if not psm.unclean_allowed(ctx, topic, self.unclean_default):
+            return
+        offline = [tp for tp in ctx.offline_partitions() if tp[0] == topic]
+        if offline:
+            log.info("unclean.leader.election.enable turned on for %s: electing %d offline partitions", topic,
+                     len(offline))
+            batch = self._batch()
+            await self._perform(batch, lambda tps: psm.to_online(ctx, tps, self.unclean_default), offline)
+            batch.send()
 
     async def _offline_replica(self, batch: ControlRequestBatch, replica: int) -> None:
         ctx = self._ctx()

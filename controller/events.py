@@ -60,6 +60,14 @@ class IsrChangeNotification:
 
 
 @dataclass(frozen=True)
+class TopicConfigChange:
+    """A /config/changes notification named this topic: re-read its config; unclean election turned on elects
+    its offline partitions at once (Kafka's TopicUncleanLeaderElectionEnable)."""
+
+    topic: str
+
+
+@dataclass(frozen=True)
 class ControlledShutdown:
     broker_id: int
     broker_epoch: int
@@ -89,5 +97,6 @@ class Shutdown:
 
 
 ControllerEvent = (Startup | Reelect | ControllerChange | Expire | RegisterBrokerAndReelect | BrokerChange
-                   | TopicChange | PartitionModifications | TopicDeletion | IsrChangeNotification | ControlledShutdown
+                   | TopicChange | PartitionModifications | TopicDeletion | IsrChangeNotification | TopicConfigChange
+                   | ControlledShutdown
                    | AutoPreferredReplicaLeaderElection | ReplicaLeaderElection | Shutdown)

@@ -117,6 +117,16 @@ class TopicDeleted(TraceEvent):
     topic: str
 
 
+class TopicConfigChanged(TraceEvent):
+    """A /config/changes notification named the topic: this broker read its dynamic config again and gave it to
+    its ``local_logs`` logs of the topic (0: none here; the controller re-reads it too)."""
+
+    event: Literal["topic_config_changed"] = "topic_config_changed"
+    topic: str
+    topic_overrides: dict[str, str]
+    local_logs: int
+
+
 class ControlRequestReceived(TraceEvent):
     """A control request arrived; its ControlRequestApplied follows once it was applied (or refused)."""
 
@@ -323,6 +333,7 @@ AnyTraceEvent = Annotated[
     ControllerElected | ControllerResigned | ControllerLoaded | ControllerWriteFenced
     | BrokerRegistered | SessionStateChanged
     | BrokerMembershipChanged | BrokerExpired | LeaderElected | TopicCreated | PartitionsAdded | TopicDeleted
+    | TopicConfigChanged
     | ControlRequestReceived | ControlRequestApplied | ReplicaRoleChanged | ControlledShutdownStep | BrokerStopped
     | LogDirFailed | ProduceAcknowledged | IsrChanged | FollowerTruncated | HighWatermarkUpdated
     | FollowerFetchStateUpdated | FetchServed | DelayedOperationFinished | GroupStateChanged | FaultInjected

@@ -1,7 +1,9 @@
 """Topic administration through ZooKeeper, as Kafka 2.x's AdminZkClient: a topic is created by writing
 its config and assignment znodes, grown by rewriting its assignment znode, deleted by a marker under
-/admin/delete_topics; the controller, which watches those paths, does the rest. Used by brokers
-(CreateTopics, CreatePartitions, DeleteTopics, auto-creation) and by the ``kafkasim`` CLI."""
+/admin/delete_topics; the controller, which watches those paths, does the rest. A topic's config is changed
+by rewriting /config/topics/<t> and then announcing it with a sequential /config/changes/config_change_ node,
+which every broker watches. Used by brokers (CreateTopics, CreatePartitions, DeleteTopics, auto-creation, the
+config APIs) and by the ``kafkasim`` CLI."""
 
 from __future__ import annotations
 
@@ -19,7 +21,14 @@ from zk.assignment import (
     validate_topic_name,
 )
 from zk.client import CreateOp, ZkClient
-from zk.znodes import BrokerIdsZNode, DeleteTopicsTopicZNode, TopicConfigZNode, TopicZNode, ZNodeDecodeError
+from zk.znodes import (
+    BrokerIdsZNode,
+    ConfigChangeNotificationZNode,
+    DeleteTopicsTopicZNode,
+    TopicConfigZNode,
+    TopicZNode,
+    ZNodeDecodeError,
+)
 
 # a concurrent change of the assignment znode between our read and our write: read and decide again
 ADD_PARTITIONS_ATTEMPTS = 3
@@ -177,3 +186,26 @@ async def add_partitions(zk: ZkClient, topic: str, new_count: int, assignment: l
         return added
     raise AdminError(f"the assignment of topic '{topic}' kept changing while partitions were added; try again",
                      ErrorCode.unknown_server_error)
+
+
+async def topic_config_overrides(zk: ZkClient, topic: str) -> dict[str, str]:
+    """The topic's dynamic config (/config/topics/<t>); raises AdminError for a topic that does not exist."""
+    if await zk.exists(TopicZNode.path(topic)) is None:
+        raise AdminError(f"Topic '{topic}' does not exist.", ErrorCode.unknown_topic_or_partition)
+    data, _ = await zk.get_or_none(TopicConfigZNode.path(topic))
+    return TopicConfigZNode.decode(topic, data) if data else {}
+
+
+async def change_topic_config(zk: ZkClient, topic: str, config: Mapping[str, str]) -> None:
+    """Replace the topic's dynamic config, then announce it (AdminZkClient.changeTopicConfig): the config
+    znode first, so a broker reading it on the notification sees the new value. Validation is the caller's."""
+    if await zk.exists(TopicZNode.path(topic)) is None:
+        raise AdminError(f"Topic '{topic}' does not exist.", ErrorCode.unknown_topic_or_partition)
+    data = TopicConfigZNode.encode(dict(config))
+    try:
+        await zk.set(TopicConfigZNode.path(topic), data)
+    except NoNodeError:
+        await zk.create(TopicConfigZNode.path(topic), data, makepath=True)
+    await zk.create(ConfigChangeNotificationZNode.child_path(),
+                    ConfigChangeNotificationZNode.encode(f"{TopicConfigZNode.entity_type}/{topic}"),
+                    sequence=True, makepath=True)

@@ -299,6 +299,8 @@ class ConfigEntity(_Payload):
 
 
 class TopicConfigZNode:
+    entity_type = "topics"
+
     @staticmethod
     def path(topic: str) -> str:
         return f"/config/topics/{topic}"
@@ -310,6 +312,57 @@ class TopicConfigZNode:
     @staticmethod
     def decode(topic: str, data: bytes | None) -> dict[str, str]:
         return dict(_validate(ConfigEntity, TopicConfigZNode.path(topic), data).config)
+
+
+# --- /config/changes/config_change_<seq> ---------------------------------------------------------------
+
+
+class ConfigChangeNotification(_Payload):
+    """Version 2 names the changed entity by path ("topics/orders", "brokers/<default>"); version 1, which
+    Kafka still reads, by type and name."""
+
+    version: int
+    entity_path: str | None = None
+    entity_type: str | None = None
+    entity_name: str | None = None
+
+    @model_validator(mode="after")
+    def _names_an_entity(self) -> ConfigChangeNotification:
+        if self.version == 2 and not self.entity_path:
+            raise ValueError("a version 2 config change names its entity_path")
+        if self.version == 1 and not (self.entity_type and self.entity_name):
+            raise ValueError("a version 1 config change names entity_type and entity_name")
+        if self.version not in (1, 2):
+            raise ValueError(f"config change version {self.version} is unknown")
+        return self
+
+
+class ConfigChangeNotificationZNode:
+    """A persistent sequential child of /config/changes, written after the entity's config znode
+    (AdminZkClient.changeEntityConfig); every broker watches the parent (ConfigChangeListener)."""
+
+    path = "/config/changes"
+    prefix = "config_change_"
+
+    @staticmethod
+    def child_path() -> str:
+        return f"{ConfigChangeNotificationZNode.path}/{ConfigChangeNotificationZNode.prefix}"
+
+    @staticmethod
+    def sequence(child: str) -> int | None:
+        """The sequence number of a child's name, None for a name that is not a notification."""
+        tail = child.removeprefix(ConfigChangeNotificationZNode.prefix)
+        return int(tail) if tail != child and tail.isdigit() else None
+
+    @staticmethod
+    def encode(entity_path: str) -> bytes:
+        return _dumps({"version": 2, "entity_path": entity_path})
+
+    @staticmethod
+    def decode(child: str, data: bytes | None) -> str:
+        """The changed entity's path under /config ("topics/<t>")."""
+        change = _validate(ConfigChangeNotification, f"{ConfigChangeNotificationZNode.path}/{child}", data)
+        return change.entity_path if change.version == 2 else f"{change.entity_type}/{change.entity_name}"
 
 
 # --- /cluster/id: note "version" is a string here -----------------------------------------------------------

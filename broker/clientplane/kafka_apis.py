@@ -10,7 +10,18 @@ from datetime import timedelta
 from kio.schema.errors import ErrorCode
 from kio.static.protocol import ResponsePayload
 
-from broker.clientplane.handlers import admin, cluster, elections, fetch, group, group_admin, log_dirs, offsets, produce
+from broker.clientplane.handlers import (
+    admin,
+    cluster,
+    configs,
+    elections,
+    fetch,
+    group,
+    group_admin,
+    log_dirs,
+    offsets,
+    produce,
+)
 from broker.clientplane.handlers.access import AdminAccess, ClusterAccess, GroupAccess, ReplicaAccess
 from broker.clientplane.handlers.common import response_module
 from broker.clientplane.protocol.api_versions import handle_api_versions
@@ -47,7 +58,9 @@ class KafkaApis:
             ApiKey.CREATE_PARTITIONS: (admin.handle_create_partitions, admin_access),
             ApiKey.DELETE_TOPICS: (admin.handle_delete_topics, admin_access),
             ApiKey.INIT_PRODUCER_ID: (admin.handle_init_producer_id, admin_access),
-            ApiKey.DESCRIBE_CONFIGS: (admin.handle_describe_configs, admin_access),
+            ApiKey.DESCRIBE_CONFIGS: (configs.handle_describe_configs, admin_access),
+            ApiKey.ALTER_CONFIGS: (configs.handle_alter_configs, admin_access),
+            ApiKey.INCREMENTAL_ALTER_CONFIGS: (configs.handle_incremental_alter_configs, admin_access),
             ApiKey.ELECT_LEADERS: (elections.handle_elect_leaders, admin_access),
             ApiKey.JOIN_GROUP: (group.handle_join_group, groups),
             ApiKey.SYNC_GROUP: (group.handle_sync_group, groups),

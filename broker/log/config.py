@@ -93,6 +93,11 @@ def broker_property_names() -> frozenset[str]:
     return frozenset(_BROKER_TO_TOPIC) | {"log.roll.hours", "log.retention.minutes", "log.retention.hours"}
 
 
+def broker_synonym(topic_name: str) -> str | None:
+    """The broker property that sets a topic config's default (Kafka's LogConfig.TopicConfigSynonyms)."""
+    return _TOPIC_TO_BROKER.get(topic_name)
+
+
 _BROKER_TO_TOPIC = {
     "log.segment.bytes": "segment.bytes",
     "log.roll.ms": "segment.ms",
@@ -109,3 +114,4 @@ _BROKER_TO_TOPIC = {
     "min.insync.replicas": "min.insync.replicas",
     "kafkasim.log.simulate.unflushed.loss": "kafkasim.log.simulate.unflushed.loss",
 }
+_TOPIC_TO_BROKER = {topic: broker for broker, topic in _BROKER_TO_TOPIC.items()}

@@ -1,5 +1,5 @@
 """CreateTopics, CreatePartitions, DeleteTopics (active controller only, as in Kafka's ZooKeeper mode), topic
-auto-creation, InitProducerId and DescribeConfigs."""
+auto-creation and InitProducerId (the config APIs are in configs.py)."""
 
 from __future__ import annotations
 
@@ -17,15 +17,12 @@ from broker.clientplane.protocol.messages import Request
 from broker.clientplane.protocol.versions import ApiKey
 from broker.log.config import topic_property_names
 from zk.admin import AdminError, add_partitions, create_topic, delete_topic
-from zk.znodes import TopicConfigZNode, ZNodeDecodeError
 
 log = logging.getLogger(__name__)
 
 USE_BROKER_DEFAULT = -1
 # Topic configs the controller reads; the log reads the rest (topic_property_names()).
 CONTROLLER_TOPIC_CONFIGS = frozenset({"unclean.leader.election.enable"})
-RESOURCE_TOPIC, RESOURCE_BROKER = 2, 4
-SOURCE_DYNAMIC_TOPIC, SOURCE_STATIC_BROKER, SOURCE_DEFAULT = 1, 4, 5
 PROPAGATION_POLL_S = 0.05
 
 
@@ -176,59 +173,3 @@ async def handle_init_producer_id(admin: AdminAccess, request: Request):
     producer_id = await admin.producer_ids.generate_producer_id()
     return build(module.InitProducerIdResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.none,
                  producer_id=producer_id, producer_epoch=0)
-
-
-async def handle_describe_configs(admin: AdminAccess, request: Request):
-    module = response_module(ApiKey.DESCRIBE_CONFIGS, request.header.api_version)
-    results = []
-    for resource in request.body.resources:
-        wanted = None if resource.configuration_keys is None else set(resource.configuration_keys)
-        error, message, entries = ErrorCode.none, None, []
-        if resource.resource_type == RESOURCE_TOPIC:
-            error, message, entries = await _topic_configs(admin, resource.resource_name)
-        elif resource.resource_type == RESOURCE_BROKER:
-            if resource.resource_name not in ("", str(admin.broker_id)):
-                error, message = ErrorCode.invalid_request, f"ask broker {resource.resource_name} itself"
-            else:
-                entries = _broker_configs(admin)
-        else:
-            error, message = ErrorCode.invalid_request, f"resource type {resource.resource_type} is not supported"
-        configs = tuple(
-            build(module.DescribeConfigsResourceResult, name=name, value=value,
-                  read_only=source != SOURCE_DYNAMIC_TOPIC, is_default=source == SOURCE_DEFAULT,
-                  config_source=source, is_sensitive=False, synonyms=(),
-                  config_type=0, documentation=None)
-            for name, value, source in entries if wanted is None or name in wanted)
-        results.append(build(module.DescribeConfigsResult, error_code=error, error_message=message,
-                             resource_type=resource.resource_type, resource_name=resource.resource_name,
-                             configs=configs))
-    return build(module.DescribeConfigsResponse, throttle_time=NO_THROTTLE, results=tuple(results))
-
-
-async def _topic_configs(admin: AdminAccess, topic: str):
-    if topic not in admin.metadata_cache.topics():
-        return ErrorCode.unknown_topic_or_partition, f"topic {topic} does not exist", []
-    data, _ = await admin.zk.get_or_none(TopicConfigZNode.path(topic))
-    try:
-        overrides = TopicConfigZNode.decode(topic, data) if data else {}
-    except ZNodeDecodeError as exc:
-        return ErrorCode.invalid_config, str(exc), []
-    defaults = {k: _text(v) for k, v in admin.log_defaults.to_properties().items()}
-    defaults["unclean.leader.election.enable"] = _text(admin.config.unclean_leader_election_enable)
-    entries = [(name, overrides.get(name, value), SOURCE_DYNAMIC_TOPIC if name in overrides else SOURCE_DEFAULT)
-               for name, value in sorted(defaults.items())]
-    return ErrorCode.none, None, entries
-
-
-def _broker_configs(admin: AdminAccess) -> list[tuple[str, str | None, int]]:
-    config = admin.config
-    given = config.model_dump(by_alias=True, exclude_unset=True)
-    entries = []
-    for name, value in sorted({**config.model_dump(by_alias=True), **(config.model_extra or {})}.items()):
-        source = SOURCE_STATIC_BROKER if name in given or name in (config.model_extra or {}) else SOURCE_DEFAULT
-        entries.append((name, None if value is None else _text(value), source))
-    return entries
-
-
-def _text(value: object) -> str:
-    return str(value).lower() if isinstance(value, bool) else str(value)

@@ -32,10 +32,12 @@ class ApiKey(enum.IntEnum):
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
     DESCRIBE_CONFIGS = 32
+    ALTER_CONFIGS = 33
     DESCRIBE_LOG_DIRS = 35
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
     ELECT_LEADERS = 43
+    INCREMENTAL_ALTER_CONFIGS = 44
     OFFSET_DELETE = 47
     DESCRIBE_CLUSTER = 60
 
@@ -82,8 +84,12 @@ _RANGES = (
     VersionRange(ApiKey.INIT_PRODUCER_ID, 0, 1, 2),
     VersionRange(ApiKey.OFFSET_FOR_LEADER_EPOCH, 2, 3, 4),
     VersionRange(ApiKey.DESCRIBE_CONFIGS, 1, 3, 4),
+    # v2 only moves to the flexible encoding
+    VersionRange(ApiKey.ALTER_CONFIGS, 0, 1, 2),
     # v1 carries the election type (PREFERRED or UNCLEAN); v2 only moves to the flexible encoding
     VersionRange(ApiKey.ELECT_LEADERS, 0, 1, 2),
+    # v1 is v0 in the flexible encoding; librdkafka (>= 2.2) sends v1
+    VersionRange(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1, 1),
     # kio (generated from Kafka 4 specs) has no v0, which v1 repeats unchanged; v2 is flexible,
     # v3 adds a top-level error code and v4 the volume's total and usable bytes (KIP-827)
     VersionRange(ApiKey.DESCRIBE_LOG_DIRS, 1, 4, 2),
