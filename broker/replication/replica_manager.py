@@ -87,6 +87,14 @@ class ReplicaManager:
         self.on_role_change(state, tp, "leader" if state.is_leader(self.broker_id) else "follower")
         return ErrorCode.none
 
+    def forget(self, tp: TopicPartition, previous: ReplicaState | None) -> None:
+        """Undoes the record of a LeaderAndIsr state that could not be applied, so that the same epoch is taken
+        when the controller sends it again."""
+        if previous is None:
+            self.partitions.pop(tp, None)
+        else:
+            self.partitions[tp] = previous
+
     def stop_replicas(self, request: pb.StopReplicaRequest) -> pb.StopReplicaResponse:
         error = self._fence(request.controller_epoch, request.broker_epoch)
         if error != ErrorCode.none:

@@ -95,7 +95,26 @@ class RoleChangeManager:
 
     async def _apply_leader_and_isr(self, request: pb.LeaderAndIsrRequest) -> pb.LeaderAndIsrResponse:
         self.remember_endpoints(request.live_leaders)
+        recorded = self.replica_manager.partitions
+        before = {(ps.topic, ps.partition): recorded.get((ps.topic, ps.partition)) for ps in request.partition_states}
         response = self.replica_manager.become_leader_or_follower(request)
+        applied: set[TopicPartition] = set()
+        try:
+            await self._apply_partitions(response, applied)
+        except Exception:
+            # The states were recorded before the apply; left recorded, the controller's repeat of these epochs (it
+            # sends one when this broker registers again) would be refused as stale and the partitions would never
+            # get a log or a fetcher (seen in a campaign: a config read lost with the ZooKeeper session left a
+            # bounced broker out of every ISR for good). What was not applied is forgotten and answered as failed.
+            log.exception("LeaderAndIsr from controller %d: applying it failed", request.controller_id)
+            for error in response.partition_errors:
+                tp = (error.topic, error.partition)
+                if error.error_code == 0 and tp not in applied:
+                    self.replica_manager.forget(tp, before.get(tp))
+                    error.error_code = ErrorCode.unknown_server_error.value
+        return response
+
+    async def _apply_partitions(self, response: pb.LeaderAndIsrResponse, applied: set[TopicPartition]) -> None:
         new_topics = {e.topic for e in response.partition_errors
                       if e.error_code == 0 and (e.topic, e.partition) not in self.replica_io.hosted}
         configs = await self.logs.topic_configs(new_topics) if new_topics else {}
@@ -120,7 +139,7 @@ class RoleChangeManager:
                 log.warning("%s-%d: cannot become %s: %s", tp[0], tp[1],
                             "leader" if state.is_leader(self.broker_id) else "follower", exc)
                 error.error_code = ErrorCode.kafka_storage_error.value
-        return response
+            applied.add(tp)
 
     async def _become(self, tp: TopicPartition, state: ReplicaState, config: Any = None) -> None:
         partition = self.replica_io.hosted.get(tp)

@@ -1,6 +1,7 @@
 """Controller election, failover and fencing with real broker processes and a real ZooKeeper."""
 
 import asyncio
+import json
 import os
 import signal
 import time
@@ -305,3 +306,34 @@ def test_a_leader_and_isr_whose_caller_went_away_is_still_applied_to_every_parti
         log_dir = broker_log_dir(cluster.spec, target, cluster.layout)
         wait_until(lambda: all((log_dir / f"orphan-{p}").is_dir() for p in range(30)), 20,
                    "every partition of the cancelled request to get its log")
+
+
+def test_a_leader_and_isr_that_could_not_be_applied_is_taken_when_the_controller_sends_it_again(cluster):
+    # A bounced broker's config read for a new topic failed (its ZooKeeper session lost meanwhile); the states were
+    # already recorded, so the controller's repeat (sent when the broker registered again) was refused as stale and
+    # the broker stayed out of every ISR. Here the read fails on a config ZooKeeper holds that no log can take.
+    target = next(b.broker_id for b in cluster.spec.brokers if b.broker_id != cluster.controller())
+    config_path = "/config/topics/orphan"
+    zk_call(cluster.zk_connect, lambda zk: zk.create(config_path, json.dumps(
+        {"version": 1, "config": {"segment.bytes": "not-a-number"}}).encode(), makepath=True))
+
+    def leader_and_isr() -> pb.LeaderAndIsrRequest:
+        controller_epoch = int(cluster.raw("/controller_epoch")[0])
+        return pb.LeaderAndIsrRequest(
+            controller_id=cluster.controller(), controller_epoch=controller_epoch,
+            broker_epoch=cluster.raw(f"/brokers/ids/{target}")[1].czxid,
+            partition_states=[pb.PartitionState(topic="orphan", partition=p, controller_epoch=controller_epoch,
+                                                leader=target, leader_epoch=0, isr=[target], zk_version=0,
+                                                replicas=[target], is_new=True) for p in range(25)])
+
+    request = leader_and_isr()
+    first = grpc_call(cluster, target, lambda ch: ControlPlaneStub(ch).LeaderAndIsr(request, timeout=10))
+    assert {e.error_code for e in first.partition_errors} == {ErrorCode.unknown_server_error.value}
+    log_dir = broker_log_dir(cluster.spec, target, cluster.layout)
+    assert not list(log_dir.glob("orphan-*"))
+    zk_call(cluster.zk_connect, lambda zk: zk.set(config_path, json.dumps(
+        {"version": 1, "config": {"segment.bytes": "1048576"}}).encode()))
+    request = leader_and_isr()
+    again = grpc_call(cluster, target, lambda ch: ControlPlaneStub(ch).LeaderAndIsr(request, timeout=10))
+    assert {e.error_code for e in again.partition_errors} == {0}
+    assert all((log_dir / f"orphan-{p}").is_dir() for p in range(25))
