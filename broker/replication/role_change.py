@@ -98,6 +98,8 @@ class RoleChangeManager:
         recorded = self.replica_manager.partitions
         before = {(ps.topic, ps.partition): recorded.get((ps.topic, ps.partition)) for ps in request.partition_states}
         response = self.replica_manager.become_leader_or_follower(request)
+        mine = {(e.topic, e.partition): recorded.get((e.topic, e.partition)) for e in response.partition_errors
+                if e.error_code == 0}
         applied: set[TopicPartition] = set()
         try:
             await self._apply_partitions(response, applied)
@@ -110,7 +112,8 @@ class RoleChangeManager:
             for error in response.partition_errors:
                 tp = (error.topic, error.partition)
                 if error.error_code == 0 and tp not in applied:
-                    self.replica_manager.forget(tp, before.get(tp))
+                    if recorded.get(tp) is mine[tp]:  # not if a newer request recorded its state meanwhile
+                        self.replica_manager.forget(tp, before.get(tp))
                     error.error_code = ErrorCode.unknown_server_error.value
         return response
 
