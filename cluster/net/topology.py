@@ -41,7 +41,7 @@ def build(plan: NetworkPlan) -> None:
             system.add_namespace(namespace)
             system.add_member_link(plan.bridge_namespace, plan.bridge, port, namespace, INSIDE_LINK,
                                    f"{address}/{plan.prefix_length}")
-    except ClusterError:
+    except BaseException:  # an interrupt (Ctrl-C, SIGTERM) too: a campaign stopped mid-build left namespaces behind
         remove(plan)
         raise
 
