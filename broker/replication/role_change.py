@@ -107,14 +107,13 @@ class RoleChangeManager:
             # The states were recorded before the apply; left recorded, the controller's repeat of these epochs (it
             # sends one when this broker registers again) would be refused as stale and the partitions would never
             # get a log or a fetcher (seen in a campaign: a config read lost with the ZooKeeper session left a
-            # bounced broker out of every ISR for good). What was not applied is forgotten and answered as failed.
-            log.exception("LeaderAndIsr from controller %d: applying it failed", request.controller_id)
+            # bounced broker out of every ISR for good). What was not applied is forgotten, and the request fails, so
+            # the controller's sender tries it again (a retry often succeeds: the cause may have passed).
             for error in response.partition_errors:
                 tp = (error.topic, error.partition)
-                if error.error_code == 0 and tp not in applied:
-                    if recorded.get(tp) is mine[tp]:  # not if a newer request recorded its state meanwhile
-                        self.replica_manager.forget(tp, before.get(tp))
-                    error.error_code = ErrorCode.unknown_server_error.value
+                if error.error_code == 0 and tp not in applied and recorded.get(tp) is mine[tp]:
+                    self.replica_manager.forget(tp, before.get(tp))  # not if a newer request recorded its own
+            raise
         return response
 
     async def _apply_partitions(self, response: pb.LeaderAndIsrResponse, applied: set[TopicPartition]) -> None:

@@ -31,7 +31,8 @@ def story(rule: str, name: str) -> Scenario:
             Step("Wait for L's session to expire: F, alone in the ISR, is elected.",
                  "wait_for_leader_change", {"topic": "acked", "old": "$killed"},
                  expect=(Expect("leader:acked", "==", "$follower", "the last replica in the ISR"),
-                         Expect("truncations:acked", "==", lost,
+                         # X, still waiting for its controlled shutdown's answer, may follow F and truncate as well
+                         Expect("truncations:acked", ">=" if loses else "==", lost,
                                 "the high-watermark rule truncates on becoming a follower; epochs need the leader's "
                                 "answer first"))),
             Step("Read the new leader's log: is the acknowledged m2 there?",
