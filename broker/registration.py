@@ -8,15 +8,51 @@ import time
 import uuid
 from collections.abc import Callable
 
-from kazoo.exceptions import NodeExistsError
+from collections.abc import Awaitable
+from typing import TypeVar
+
+from kazoo.exceptions import NodeExistsError, SessionExpiredError
 
 from broker.config import KafkaConfig
 from zk.client import CreateOp, MultiOpError, SetDataOp, ZkClient
 from zk.znodes import PERSISTENT_PATHS, BrokerIdZNode, BrokerRegistration, ClusterIdZNode
 
 
+T = TypeVar("T")
+# how often a step cut off by an expired session is tried again while kazoo opens the next session
+NEW_SESSION_RETRY_S = 0.1
+
+
 class BrokerIdInUseError(RuntimeError):
     pass
+
+
+class SessionNeverReturnedError(RuntimeError):
+    pass
+
+
+async def on_a_live_session(zk: ZkClient, step: Callable[[], Awaitable[T]], what: str, timeout_s: float,
+                            say: Callable[[str], None] = print) -> T:
+    """Run a start-up step against ZooKeeper, again from the start when the session expires under it.
+
+    Kafka's ZooKeeperClient opens a new session after an expiry and its requests go on there; kazoo does too,
+    but answers SessionExpiredError to every request until the new session is connected. A broker starting on
+    a loaded machine (session timeouts of 2 s in the classroom profile) would otherwise exit half-started.
+    """
+    deadline = time.monotonic() + timeout_s
+    warned = False
+    while True:
+        try:
+            return await step()
+        except SessionExpiredError:
+            if time.monotonic() >= deadline:
+                raise SessionNeverReturnedError(
+                    f"{what}: the ZooKeeper session expired and no new one was opened within {timeout_s:.0f} s "
+                    f"(zookeeper.connection.timeout.ms): check that ZooKeeper at {zk.connect} is running") from None
+            if not warned:
+                say(f"{what}: the ZooKeeper session expired; doing it again on the next session")
+                warned = True
+            await asyncio.sleep(NEW_SESSION_RETRY_S)
 
 
 def registration_for(config: KafkaConfig) -> BrokerRegistration:

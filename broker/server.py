@@ -33,8 +33,10 @@ from broker.metadata_cache import MetadataCache
 from broker.producer_id_manager import ProducerIdManager
 from broker.purgatory.asyncio_timer import AsyncioTimer
 from broker.registration import (
+    SessionNeverReturnedError,
     create_top_level_paths,
     get_or_create_cluster_id,
+    on_a_live_session,
     register_broker,
     registration_for,
 )
@@ -152,6 +154,8 @@ class KafkaServer:
         self.socket_server = SocketServer(config.client_listeners, self.apis.handle)
         self._stopping = asyncio.Event()
         self._registration = registration_for(config)
+        self._registration_wanted = False
+        self._reregistrations: set[asyncio.Task] = set()
         self._logs_loaded = False
         self.metrics_server: MetricsServer | None = None
         if config.metrics_port:
@@ -207,12 +211,16 @@ class KafkaServer:
         await self._start_client_listeners()
         self.zk.add_session_listener(self._on_session_event)
         await self.zk.start(say=lambda msg: log.warning("%s", msg))
-        await create_top_level_paths(self.zk)
-        self.cluster_id = await get_or_create_cluster_id(self.zk)
+        await self._on_live_session(lambda: create_top_level_paths(self.zk), "creating the top-level znodes")
+        self.cluster_id = await self._on_live_session(lambda: get_or_create_cluster_id(self.zk),
+                                                      "reading the cluster id")
         await self.log_service.startup()  # after ZooKeeper: each log opens with its topic's config
         self._logs_loaded = True
         self._checkpointed_high_watermarks = self.log_service.read_high_watermarks()
-        await self.producer_ids.start()
+        await self._on_live_session(self.producer_ids.start, "claiming a block of producer ids")
+        # from here a new session re-registers, even before the controller exists (a new session while starting
+        # used to be ignored, and the broker stayed unregistered for good)
+        self._registration_wanted = True
         await self._register()
         self.controller = KafkaController(
             self.broker_id, self.zk, self.trace, cluster_listener_name=self.config.inter_broker_listener_name,
@@ -252,11 +260,21 @@ class KafkaServer:
         except OSError as exc:
             raise StartupError(f"a client listener ({self.config.listeners}) cannot bind: {exc.strerror}") from None
 
+    async def _on_live_session(self, step, what: str):
+        timeout_ms = self.config.zookeeper_connection_timeout_ms or self.config.zookeeper_session_timeout_ms
+        try:
+            return await on_a_live_session(self.zk, step, what, timeout_ms / 1000,
+                                           say=lambda msg: log.warning("%s", msg))
+        except SessionNeverReturnedError as exc:
+            raise StartupError(str(exc)) from None
+
     async def _register(self) -> None:
         # a previous process of this broker may still hold the registration until its session expires
-        epoch = await register_broker(self.zk, self.broker_id, self._registration,
-                                      wait_for_stale_s=self.config.zookeeper_session_timeout_ms / 1000 + 1,
-                                      say=lambda msg: log.warning("%s", msg))
+        epoch = await self._on_live_session(
+            lambda: register_broker(self.zk, self.broker_id, self._registration,
+                                    wait_for_stale_s=self.config.zookeeper_session_timeout_ms / 1000 + 1,
+                                    say=lambda msg: log.warning("%s", msg)),
+            f"registering broker {self.broker_id}")
         self.replica_manager.broker_epoch = epoch
         self.trace.emit(te.BrokerRegistered, broker_epoch=epoch, endpoints=self._registration.endpoints)
 
@@ -275,13 +293,16 @@ class KafkaServer:
 
     def _on_session_event(self, event: SessionEvent) -> None:
         self.trace.emit(te.SessionStateChanged, state=event.value, session_id=self.zk.session_id)
-        if self.controller is None or self._stopping.is_set():
+        if self._stopping.is_set():
             return
         if event is SessionEvent.EXPIRED:
             log.warning("broker %d: ZooKeeper session expired", self.broker_id)
-            self.controller.put(controller_events.Expire())
-        elif event is SessionEvent.NEW_SESSION:
-            asyncio.get_running_loop().create_task(self._reregister())
+            if self.controller is not None:
+                self.controller.put(controller_events.Expire())
+        elif event is SessionEvent.NEW_SESSION and self._registration_wanted:
+            task = asyncio.get_running_loop().create_task(self._reregister())
+            self._reregistrations.add(task)
+            task.add_done_callback(self._reregistrations.discard)
 
     async def _reregister(self) -> None:
         try:

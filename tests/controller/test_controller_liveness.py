@@ -12,6 +12,7 @@ from controller.controller import KafkaController
 from traces.writer import TraceWriter
 from zk.client import SessionEvent, ZkClient
 from zk.znodes import ControllerEpochZNode, ControllerZNode
+from tests.zk_link import ZooKeeperLink
 
 pytestmark = pytest.mark.processes
 
@@ -54,53 +55,6 @@ def test_controller_that_loses_zookeeper_inside_an_event_is_elected_again_on_a_n
     epoch, data = asyncio.run(body())
     assert epoch == 2
     assert ControllerZNode.decode(data).brokerid == 1
-
-
-class ZooKeeperLink:
-    """A TCP relay between one broker's ZooKeeper client and the server, whose connections can be cut, so that
-    one client loses its connection (not its session) while everybody else keeps theirs."""
-
-    def __init__(self, server: str) -> None:
-        host, port = server.split(":")
-        self.upstream = (host, int(port))
-        self.port = 0
-        self.cut_off = False
-        self._writers: set[asyncio.StreamWriter] = set()
-        self._server: asyncio.Server | None = None
-
-    async def start(self) -> None:
-        self._server = await asyncio.start_server(self._relay, "127.0.0.1", 0)
-        self.port = self._server.sockets[0].getsockname()[1]
-
-    async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        if self.cut_off:
-            writer.close()
-            return
-        up_reader, up_writer = await asyncio.open_connection(*self.upstream)
-        self._writers |= {writer, up_writer}
-
-        async def pump(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
-            try:
-                while data := await source.read(65536):
-                    sink.write(data)
-                    await sink.drain()
-            except ConnectionError:
-                pass
-            finally:
-                sink.close()
-
-        await asyncio.gather(pump(reader, up_writer), pump(up_reader, writer))
-
-    def cut(self) -> None:
-        self.cut_off = True
-        for writer in self._writers:
-            writer.transport.abort()
-        self._writers.clear()
-
-    def close(self) -> None:
-        self.cut()
-        if self._server is not None:
-            self._server.close()
 
 
 def test_a_controller_deleted_while_a_broker_was_disconnected_is_replaced_by_that_broker(zk_connect, tmp_path):
