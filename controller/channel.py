@@ -31,11 +31,13 @@ class _BrokerSender:
         self.channel = grpc.aio.insecure_channel(address)
         self.stub = ControlPlaneStub(self.channel)
         self.queue: asyncio.Queue[tuple[str, object, asyncio.Future]] = asyncio.Queue()
+        self.in_flight: asyncio.Future | None = None
         self.task = asyncio.get_running_loop().create_task(self._run(), name=f"controller-sender-{broker_id}")
 
     async def _run(self) -> None:
         while True:
             method, request, answered = await self.queue.get()
+            self.in_flight = answered
             while True:
                 try:
                     response = await getattr(self.stub, method)(request, timeout=self.timeout_s)
@@ -52,6 +54,10 @@ class _BrokerSender:
 
     async def close(self) -> None:
         self.task.cancel()
+        # The request being sent is given up too: whoever waits on it (a controlled shutdown waiting for the
+        # survivors to take over) would otherwise wait its whole timeout for a broker that has gone.
+        if self.in_flight is not None:
+            self.in_flight.cancel()
         while not self.queue.empty():
             self.queue.get_nowait()[2].cancel()
         await self.channel.close(grace=None)
