@@ -16,7 +16,14 @@ from broker.clientplane.protocol.build import build
 from broker.clientplane.protocol.messages import Request
 from broker.clientplane.protocol.versions import ApiKey
 from broker.group.manager import OFFSETS_TOPIC
-from broker.log.record_batch import CURRENT_MAGIC, HEADER_SIZE, MalformedBatch, check_batch_at, parse_header
+from broker.log.record_batch import (
+    CURRENT_MAGIC,
+    HEADER_SIZE,
+    BatchHeader,
+    MalformedBatch,
+    check_batch_at,
+    parse_header,
+)
 from broker.replication.delayed_ops import ProducePartitionStatus
 from broker.replication.partition import Partition
 
@@ -56,6 +63,7 @@ def check_idempotence(partition: Partition, records: bytes) -> ProducePartitionS
         return ProducePartitionStatus(exc.error_code, error_message=str(exc))
     decision = partition.check_producer_batch(header)
     if decision is None:
+        _log_producer_restart(partition, header)
         return None
     if decision.duplicate_of is not None:
         # A retried batch the log already holds: Kafka 2.x answers with the original offsets.
@@ -74,6 +82,23 @@ def check_idempotence(partition: Partition, records: bytes) -> ProducePartitionS
                 header.last_offset_delta + 1, decision.error_code.name, retained, partition.leader_epoch,
                 partition.log_end_offset, partition.high_watermark)
     return ProducePartitionStatus(decision.error_code, error_message=decision.message)
+
+
+def _log_producer_restart(partition: Partition, header: BatchHeader) -> None:
+    # The two ways a batch is appended without following the producer's last one here: a new epoch (librdkafka
+    # bumps it after a refused sequence and re-sends, under new sequences, what it has not seen acknowledged),
+    # or a producer this replica knows nothing of, continuing mid-sequence (KIP-360). Either can duplicate a
+    # write the log already holds, so each is worth a line when a chaos run finds one.
+    entry = partition.producer_state.producers.get(header.producer_id)
+    if entry is not None and entry.producer_epoch != header.producer_epoch:
+        log.info("%s-%d: producer %d starts epoch %d at sequence %d (epoch %d ended at sequence %d, offset %d)",
+                 partition.topic, partition.partition, header.producer_id, header.producer_epoch,
+                 header.base_sequence, entry.producer_epoch, entry.last_seq,
+                 entry.batches[-1].last_offset if entry.batches else -1)
+    elif entry is None and header.base_sequence != 0:
+        log.info("%s-%d: producer %d epoch %d unknown here, taken at sequence %d (LEO %d, leader epoch %d)",
+                 partition.topic, partition.partition, header.producer_id, header.producer_epoch,
+                 header.base_sequence, partition.log_end_offset, partition.leader_epoch)
 
 
 async def handle_produce(replicas: ReplicaAccess, request: Request):
