@@ -16,6 +16,7 @@ from pydantic_core import PydanticUndefined
 
 from broker.config import KafkaConfig
 from broker.dynamic_config import ConfigError, value_reason
+from broker.replication.truncation import TruncationRule
 from broker.log.config import (
     LogConfig,
     broker_log_property_names,
@@ -25,10 +26,12 @@ from broker.log.config import (
 )
 
 UNCLEAN = "unclean.leader.election.enable"
+TRUNCATION_RULE = "kafkasim.replica.truncation.rule"
 # Kafka's DynamicLogConfig.ReconfigurableConfigs: the broker synonyms of the topic configs (kafkasim's LogConfig,
 # its kafkasim.log.simulate.unflushed.loss switch included), and unclean.leader.election.enable, which the
-# controller reads. log.roll.hours and log.retention.hours/minutes are not among them, as in Kafka.
-DYNAMIC_BROKER_CONFIGS = broker_log_property_names() | {UNCLEAN}
+# controller reads. log.roll.hours and log.retention.hours/minutes are not among them, as in Kafka. kafkasim's own
+# historical switch, the follower truncation rule, is dynamic too: a class can flip it between two crashes.
+DYNAMIC_BROKER_CONFIGS = broker_log_property_names() | {UNCLEAN, TRUNCATION_RULE}
 
 
 class ConfigSource(IntEnum):
@@ -117,6 +120,9 @@ class BrokerConfigLayers:
         value = self.effective().get(UNCLEAN, self.defaults.get(UNCLEAN) or "false")
         return value.strip().lower() == "true"
 
+    def truncation_rule(self) -> TruncationRule:
+        return TruncationRule(self.effective().get(TRUNCATION_RULE, self.defaults.get(TRUNCATION_RULE)).strip())
+
     def synonyms(self, name: str, names: list[str] | None = None) -> list[Synonym]:
         """Kafka's synonyms of a broker config: every name that sets it, per layer from the per-broker dynamic one
         to the default, with the ones before the config's own name dropped (ConfigHelper.configSynonyms)."""
@@ -147,6 +153,10 @@ def validate_broker_change(resource_name: str, overrides: Mapping[str, str], lay
     if UNCLEAN in overrides and overrides[UNCLEAN].strip().lower() not in ("true", "false"):
         raise ConfigError(f"{prefix}Invalid value {overrides[UNCLEAN]} for configuration {UNCLEAN}: "
                           "Expected value to be either true or false", ErrorCode.invalid_request)
+    rules = [rule.value for rule in TruncationRule]
+    if TRUNCATION_RULE in overrides and overrides[TRUNCATION_RULE].strip() not in rules:
+        raise ConfigError(f"{prefix}Invalid value {overrides[TRUNCATION_RULE]} for configuration {TRUNCATION_RULE}: "
+                          f"String must be one of: {', '.join(rules)}", ErrorCode.invalid_request)
     changed = layers.with_dynamic(default=overrides) if resource_name == "" else layers.with_dynamic(broker=overrides)
     try:
         changed.log_defaults()

@@ -16,7 +16,6 @@ from pathlib import Path
 
 import grpc
 from kio.schema.errors import ErrorCode
-from pydantic import ValidationError
 
 from broker.clientplane.handlers.access import AdminAccess, ClusterAccess, GroupAccess, ReplicaAccess
 from broker.clientplane.kafka_apis import KafkaApis
@@ -229,7 +228,8 @@ class KafkaServer:
         new unclean.leader.election.enable, electing offline partitions when it was turned on."""
         try:
             defaults = layers.log_defaults()
-        except ValidationError as exc:
+            layers.truncation_rule()
+        except ValueError as exc:  # a pydantic ValidationError too
             log.error("keeping the broker config, the dynamic config of brokers/%s is invalid: %s", entity, exc)
             return
         unclean_before = self.config_layers.unclean_leader_election_enable()
@@ -238,6 +238,7 @@ class KafkaServer:
         unclean = layers.unclean_leader_election_enable()
         if self.controller is not None and unclean != unclean_before:
             self.controller.set_unclean_default(unclean)
+        self.fetcher_manager.set_truncation_rule(layers.truncation_rule())
         log.info("applied the dynamic config of brokers/%s: %s", entity, dynamic)
         self.trace.emit(te.BrokerConfigChanged, entity=entity, dynamic_config=dynamic, local_logs=local_logs)
 

@@ -12,6 +12,9 @@ from broker.dynamic_broker_config import (
     validate_broker_change,
 )
 from broker.dynamic_config import AlterOp, ConfigError, ConfigOperation, incremental_overrides
+from broker.replication.replica_fetcher import FetcherSettings, ReplicaFetcherManager
+from broker.replication.truncation import TruncationRule
+from traces.writer import TraceWriter
 from zk.znodes import BrokerConfigZNode
 
 STATIC = KafkaConfig.from_properties({"broker.id": "1", "zookeeper.connect": "127.0.0.1:2181",
@@ -128,3 +131,24 @@ def test_broker_config_znodes_are_kafkas():
     data = BrokerConfigZNode.encode({"min.insync.replicas": "3"})
     assert json.loads(data) == {"version": 1, "config": {"min.insync.replicas": "3"}}
     assert BrokerConfigZNode.decode("<default>", data) == {"min.insync.replicas": "3"}
+
+
+def test_the_follower_truncation_rule_is_a_dynamic_kafkasim_switch():
+    assert LAYERS.truncation_rule() == TruncationRule.KIP_279
+    layers = LAYERS.with_dynamic(default={"kafkasim.replica.truncation.rule": "high-watermark"})
+    assert layers.truncation_rule() == TruncationRule.HIGH_WATERMARK
+    validate_broker_change("", {"kafkasim.replica.truncation.rule": "kip-101"}, LAYERS)
+    error = refusal("", {"kafkasim.replica.truncation.rule": "kip-999"})
+    assert error.error_code == ErrorCode.invalid_request
+    assert str(error).endswith("Invalid value kip-999 for configuration kafkasim.replica.truncation.rule: "
+                               "String must be one of: high-watermark, kip-101, kip-279")
+
+
+def test_a_fetcher_manager_takes_a_new_truncation_rule_for_its_next_fetchers(tmp_path):
+    settings = FetcherSettings(broker_id=1, max_wait_ms=500, min_bytes=1, partition_max_bytes=1 << 20,
+                               response_max_bytes=10 << 20, backoff_ms=100, socket_timeout_ms=1000,
+                               truncation_rule=TruncationRule.KIP_279)
+    trace = TraceWriter(tmp_path / "trace.jsonl", 1, enabled=False)
+    manager = ReplicaFetcherManager(settings, trace, lambda _: None, lambda _: None)
+    manager.set_truncation_rule(TruncationRule.HIGH_WATERMARK)
+    assert manager.settings.truncation_rule == TruncationRule.HIGH_WATERMARK
