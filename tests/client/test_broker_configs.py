@@ -259,6 +259,17 @@ def test_read_only_and_invalid_changes_are_refused_and_write_nothing(cluster):
             error = refused(lambda n=name: alter_broker(cluster, n, set_={"no.such.config": "1"}))
             assert error.code() == KafkaError.INVALID_CONFIG and "Unknown broker config name" in error.str()
             alter_broker(cluster, name, set_={MIN_ISR: "3"}, validate_only=True)
+        error = refused(lambda: alter_broker(cluster, DEFAULT, set_={"kafkasim.replica.truncation.rule": "kip-999"}))
+        assert error.code() == KafkaError.INVALID_REQUEST and "String must be one of" in error.str()
+        # a broker's own config goes to that broker (confluent-kafka and kafka-python route it so); another refuses
+        other = cluster.spec.brokers[1].broker_id
+        resource = IncrementalAlterConfigsRequest.AlterConfigsResource
+        request = IncrementalAlterConfigsRequest(resources=[resource(
+            resource_type=BROKER, resource_name=broker, configs=[
+                resource.AlterableConfig(name=MIN_ISR, config_operation=0, value="2")])], validate_only=False)
+        answer = raw_request(cluster, request, 1, broker_id=other).responses[0]
+        assert (answer.error_code, answer.error_message) == (
+            KafkaError.INVALID_REQUEST, f"Unexpected broker id, expected {other}, but received {broker}")
         after = cluster.raw("/config/brokers/<default>")
         assert (after[0], after[1].version) == (default_before[0], default_before[1].version)
         assert broker_znode(cluster, broker) in (None, {"version": 1, "config": {}})
