@@ -197,35 +197,33 @@ class KafkaServer:
         applied; another broker's is not this broker's business."""
         if entity not in (BrokerConfigZNode.default_entity, str(self.broker_id)):
             return
-        broker_id = None if entity == BrokerConfigZNode.default_entity else self.broker_id
-        try:
-            dynamic = await broker_config_overrides(self.zk, broker_id)
-        except ZNodeDecodeError as exc:
-            log.error("ignoring the dynamic config of brokers/%s, it is unreadable: %s", entity, exc)
-            return
-        layers = self.config_layers.with_dynamic(default=dynamic) if broker_id is None \
-            else self.config_layers.with_dynamic(broker=dynamic)
-        self._apply_broker_config(entity, dynamic, layers)
+        await self._read_broker_config(None if entity == BrokerConfigZNode.default_entity else self.broker_id)
 
     async def _load_broker_configs(self) -> None:
         """At start, before the logs open (DynamicBrokerConfig.initialize): the cluster-wide default's and this
         broker's own dynamic configs, so a broker restarted after a change starts with it."""
         for broker_id in (None, self.broker_id):
-            entity = BrokerConfigZNode.entity_name(broker_id)
-            try:
-                dynamic = await broker_config_overrides(self.zk, broker_id)
-            except ZNodeDecodeError as exc:
-                log.error("ignoring the dynamic config of brokers/%s, it is unreadable: %s", entity, exc)
-                continue
-            if dynamic:
-                layers = self.config_layers.with_dynamic(default=dynamic) if broker_id is None \
-                    else self.config_layers.with_dynamic(broker=dynamic)
-                self._apply_broker_config(entity, dynamic, layers)
+            await self._read_broker_config(broker_id, at_start=True)
+
+    async def _read_broker_config(self, broker_id: int | None, *, at_start: bool = False) -> None:
+        """The cluster-wide default's dynamic config (None) or this broker's, read and applied."""
+        entity = BrokerConfigZNode.entity_name(broker_id)
+        try:
+            dynamic = await broker_config_overrides(self.zk, broker_id)
+        except ZNodeDecodeError as exc:
+            log.error("ignoring the dynamic config of brokers/%s, it is unreadable: %s", entity, exc)
+            return
+        if at_start and not dynamic:
+            return
+        layers = self.config_layers.with_dynamic(default=dynamic) if broker_id is None \
+            else self.config_layers.with_dynamic(broker=dynamic)
+        self._apply_broker_config(entity, dynamic, layers)
 
     def _apply_broker_config(self, entity: str, dynamic: dict[str, str], layers: BrokerConfigLayers) -> None:
         """Kafka keeps the broker's config when an update does not validate (it was checked before it was written,
-        so only a hand-written znode gets here); otherwise every log takes the new defaults and the controller the
-        new unclean.leader.election.enable, electing offline partitions when it was turned on."""
+        so only a hand-written znode gets here); otherwise every log takes the new defaults, the controller the
+        new unclean.leader.election.enable (electing offline partitions when it was turned on) and the fetchers the
+        truncation rule."""
         try:
             defaults = layers.log_defaults()
             layers.truncation_rule()
