@@ -1,7 +1,8 @@
 """The broker's side of dynamic configs (Kafka's ZkNodeChangeNotificationListener with the ConfigChangeListener):
-a child watch on /config/changes; each notification newer than the last one handled names an entity whose config
-znode is read again and applied. At start every notification present is handled (configs were read directly
-just before, so that only repeats them), and notifications older than 15 minutes are deleted, as Kafka does."""
+a child watch on /config/changes; each notification newer than the last one handled names an entity (a topic, a
+broker, the cluster-wide broker default) whose config znode is read again and applied. At start every notification
+present is handled (configs were read directly just before, so that only repeats them), and notifications older
+than 15 minutes are deleted, as Kafka does."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from kazoo.exceptions import NoNodeError
 from kazoo.protocol.states import WatchedEvent
 
 from zk.client import SessionEvent, ZkClient
-from zk.znodes import ConfigChangeNotificationZNode, TopicConfigZNode, ZNodeDecodeError
+from zk.znodes import BrokerConfigZNode, ConfigChangeNotificationZNode, TopicConfigZNode, ZNodeDecodeError
 
 log = logging.getLogger(__name__)
 
@@ -24,10 +25,13 @@ RETRY_S = 1.0
 
 
 class ConfigChangeListener:
-    def __init__(self, zk: ZkClient, on_topic_change: Callable[[str], Awaitable[None]], *,
+    def __init__(self, zk: ZkClient, on_topic_change: Callable[[str], Awaitable[None]],
+                 on_broker_change: Callable[[str], Awaitable[None]] | None = None, *,
                  clock_ms: Callable[[], int] = lambda: int(time.time() * 1000)) -> None:
         self.zk = zk
         self.on_topic_change = on_topic_change
+        # called with "<default>" or a broker id: each broker takes the default's and its own (BrokerConfigHandler)
+        self.on_broker_change = on_broker_change
         self.last_executed_change = -1
         self._clock_ms = clock_ms
         self._wake = asyncio.Event()
@@ -90,6 +94,9 @@ class ConfigChangeListener:
         if entity_type == TopicConfigZNode.entity_type and name:
             log.info("config change %s: topic %s", child, name)
             await self.on_topic_change(name)
+        elif entity_type == BrokerConfigZNode.entity_type and name and self.on_broker_change is not None:
+            log.info("config change %s: brokers/%s", child, name)
+            await self.on_broker_change(name)
         else:
             log.info("config change %s for %s: kafkasim has no dynamic configs of that kind", child, entity_path)
 

@@ -17,7 +17,8 @@ from broker.log.config import LogConfig, topic_property_names
 CONTROLLER_TOPIC_CONFIGS = frozenset({"unclean.leader.election.enable"})
 # Kafka's INT topic configs; the other numbers are LONG (the type named in "Not a number of type ...").
 _INT_CONFIGS = frozenset({"segment.bytes", "segment.index.bytes", "index.interval.bytes", "max.message.bytes",
-                          "min.insync.replicas"})
+                          "min.insync.replicas", "log.segment.bytes", "log.index.size.max.bytes",
+                          "log.index.interval.bytes", "message.max.bytes"})
 
 
 class ConfigOperation(IntEnum):
@@ -48,16 +49,18 @@ def topic_config_names() -> frozenset[str]:
     return topic_property_names() | CONTROLLER_TOPIC_CONFIGS
 
 
-def incremental_overrides(current: Mapping[str, str], ops: Sequence[AlterOp]) -> dict[str, str]:
-    """The overrides after IncrementalAlterConfigs' operations, applied to the current ones in order.
+def incremental_overrides(current: Mapping[str, str], ops: Sequence[AlterOp], known: frozenset[str] | None = None,
+                          entity: str = "topic") -> dict[str, str]:
+    """The overrides after IncrementalAlterConfigs' operations, applied to the current ones in order. ``known``
+    are the names the entity has (a topic's by default), ``entity`` names it in the error for another name.
 
-    No topic config kafkasim knows is a LIST (cleanup.policy, the throttled-replica lists are not
-    supported), so APPEND and SUBTRACT are refused as Kafka refuses them for a non-list config."""
+    No config kafkasim knows is a LIST (cleanup.policy, the throttled-replica lists are not supported), so
+    APPEND and SUBTRACT are refused as Kafka refuses them for a non-list config."""
     names = [op.name for op in ops]
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
         raise ConfigError(f"Error due to duplicate config keys: {', '.join(duplicates)}", ErrorCode.invalid_request)
-    known = topic_config_names()
+    known = topic_config_names() if known is None else known
     result = dict(current)
     for op in ops:
         if op.operation != ConfigOperation.DELETE and op.value is None:
@@ -65,7 +68,7 @@ def incremental_overrides(current: Mapping[str, str], ops: Sequence[AlterOp]) ->
         # Kafka checks the name of a SET when it validates the result, and of an APPEND or SUBTRACT at once; a DELETE
         # of a name it does not know removes nothing and is no error
         if op.name not in known and op.operation != ConfigOperation.DELETE:
-            raise ConfigError(f"Unknown topic config name: {op.name}", ErrorCode.invalid_config)
+            raise ConfigError(f"Unknown {entity} config name: {op.name}", ErrorCode.invalid_config)
         match op.operation:
             case ConfigOperation.SET:
                 result[op.name] = op.value
@@ -107,10 +110,11 @@ def validate_topic_overrides(topic: str, overrides: Mapping[str, str], log_defau
         error = exc.errors()[0]
         name = LogConfig.model_fields[str(error["loc"][0])].alias if str(error["loc"][0]) in LogConfig.model_fields \
             else str(error["loc"][0])
-        raise _bad_value(topic, name, log_overrides.get(name), _reason(name, error)) from None
+        raise _bad_value(topic, name, log_overrides.get(name), value_reason(name, error)) from None
 
 
-def _reason(name: str, error: dict) -> str:
+def value_reason(name: str, error: dict) -> str:
+    """Kafka's ConfigDef reason for a value pydantic refused."""
     kind = error["type"]
     if kind in ("int_parsing", "int_type", "int_from_float"):
         return f"Not a number of type {'INT' if name in _INT_CONFIGS else 'LONG'}"

@@ -63,6 +63,7 @@ class LogService:
         self._generation: dict[str, int] = {}
         self._read_at: dict[str, int] = {}
         self._notified: dict[str, LogConfig] = {}
+        self._overrides: dict[str, dict[str, str]] = {}  # each topic's dynamic config, as last read
 
     def read_high_watermarks(self) -> dict[TopicPartition, int]:
         try:
@@ -103,13 +104,14 @@ class LogService:
 
     async def _read_overrides(self, topic: str) -> dict[str, str]:
         data, _ = await self.zk.get_or_none(TopicConfigZNode.path(topic))
-        if data is None:
-            return {}
-        try:
-            return TopicConfigZNode.decode(topic, data)
-        except ZNodeDecodeError as exc:
-            log.error("topic %s: using broker defaults, its config is unreadable: %s", topic, exc)
-            return {}
+        overrides: dict[str, str] = {}
+        if data is not None:
+            try:
+                overrides = TopicConfigZNode.decode(topic, data)
+            except ZNodeDecodeError as exc:
+                log.error("topic %s: using broker defaults, its config is unreadable: %s", topic, exc)
+        self._overrides[topic] = overrides
+        return overrides
 
     def _with_overrides(self, overrides: Mapping[str, str]) -> LogConfig:
         if not overrides:
@@ -139,6 +141,31 @@ class LogService:
         log.info("topic %s: config applied to %d local logs: %s", topic, len(hosted),
                  {k: v for k, v in config.to_properties().items() if v != defaults[k]})
         return len(hosted), overrides
+
+    def update_defaults(self, defaults: LogConfig) -> int:
+        """The broker's dynamic config changed every topic's defaults (Kafka's DynamicLogConfig.updateLogsConfig):
+        each topic's logs here take its overrides on top of the new defaults, at their next use as for a topic
+        change. A read of a topic's config made before, for a log not created yet, is stale too: its generation
+        moves, so ensure_log takes the recomputed config. Returns how many logs took it."""
+        if defaults == self.default_config:
+            return 0
+        self.default_config = self.manager.default_config = defaults
+        for topic, overrides in self._overrides.items():
+            try:
+                config = self._with_overrides(overrides)
+            except ValidationError as exc:
+                log.error("topic %s: keeping its config, its overrides do not fit the new defaults: %s", topic, exc)
+                continue
+            self._generation[topic] = self._generation.get(topic, 0) + 1
+            self._notified[topic] = config
+            self.manager.topic_configs[topic] = config
+        updated = 0
+        for (topic, _), log_ in self.manager.logs.items():
+            log_.config = self.manager.topic_configs.get(topic, defaults)
+            updated += 1
+        log.info("broker log defaults changed, applied to %d local logs: %s", updated,
+                 {k: v for k, v in defaults.to_properties().items() if v != LogConfig().to_properties()[k]})
+        return updated
 
     async def topic_configs(self, topics: set[str]) -> dict[str, LogConfig]:
         """The configs of the topics one LeaderAndIsr creates logs for, read once per topic and pipelined: a read

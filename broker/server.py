@@ -24,6 +24,7 @@ from broker.config import KafkaConfig, Listener
 from broker.group.manager import GroupMetadataManager
 from broker.log.log_dir_failure_channel import LogDirFailureChannel
 from broker.config_change_listener import ConfigChangeListener
+from broker.dynamic_broker_config import BrokerConfigLayers
 from broker.log_service import LogDirectoryError, LogService, MaintenanceIntervals
 from broker.memory import keep_freed_memory
 from broker.metrics.broker_state import snapshot_broker
@@ -61,7 +62,8 @@ from controller.preferred_election import ElectionResult, ElectionType
 from traces import events as te
 from traces.writer import TraceWriter
 from zk.client import SessionEvent, ZkClient
-from zk.znodes import BrokerIdZNode, ControllerZNode
+from zk.admin import broker_config_overrides
+from zk.znodes import BrokerConfigZNode, BrokerIdZNode, ControllerZNode, ZNodeDecodeError
 
 log = logging.getLogger(__name__)
 
@@ -138,7 +140,10 @@ class KafkaServer:
         self._timers: list[AsyncioTimer] = []
         self._checkpointed_high_watermarks: dict[TopicPartition, int] = {}
         self.controller: KafkaController | None = None
-        self.config_changes = ConfigChangeListener(self.zk, self._on_topic_config_change)
+        # server.properties, then the dynamic broker configs read at start and on every change (KIP-226)
+        self.config_layers = BrokerConfigLayers.of(config)
+        self.config_changes = ConfigChangeListener(self.zk, self._on_topic_config_change,
+                                                   self._on_broker_config_change)
         self.cluster_id: str | None = None
         self._grpc_server: grpc.aio.Server | None = None
         self.group_manager = GroupMetadataManager(config, self.replica_io, self.trace, self.now_ms)
@@ -147,7 +152,8 @@ class KafkaServer:
             config, self.metadata_cache, lambda: self.cluster_id,
             ReplicaAccess(self.replica_io, self.now_ms, self.trace_produce),
             GroupAccess(self.group_manager.coordinator, self.metadata_cache, self.zk, config),
-            AdminAccess(config.broker_id, config, self.zk, self.metadata_cache, self.log_service.default_config,
+            AdminAccess(config.broker_id, config, self.zk, self.metadata_cache, lambda: self.log_service.default_config,
+                        lambda: self.config_layers,
                         lambda: self.is_controller, self.producer_ids, self.elect_leaders),
             ClusterAccess(config, self.metadata_cache, lambda: self.cluster_id, self.log_service.manager,
                           self.replica_io))
@@ -190,6 +196,54 @@ class KafkaServer:
         if self.controller is not None:
             self.controller.put(controller_events.TopicConfigChange(topic))
 
+    async def _on_broker_config_change(self, entity: str) -> None:
+        """Kafka's BrokerConfigHandler: the cluster-wide default's change, or this broker's own, is read again and
+        applied; another broker's is not this broker's business."""
+        if entity not in (BrokerConfigZNode.default_entity, str(self.broker_id)):
+            return
+        await self._read_broker_config(None if entity == BrokerConfigZNode.default_entity else self.broker_id)
+
+    async def _load_broker_configs(self) -> None:
+        """At start, before the logs open (DynamicBrokerConfig.initialize): the cluster-wide default's and this
+        broker's own dynamic configs, so a broker restarted after a change starts with it."""
+        for broker_id in (None, self.broker_id):
+            await self._read_broker_config(broker_id, at_start=True)
+
+    async def _read_broker_config(self, broker_id: int | None, *, at_start: bool = False) -> None:
+        """The cluster-wide default's dynamic config (None) or this broker's, read and applied."""
+        entity = BrokerConfigZNode.entity_name(broker_id)
+        try:
+            dynamic = await broker_config_overrides(self.zk, broker_id)
+        except ZNodeDecodeError as exc:
+            log.error("ignoring the dynamic config of brokers/%s, it is unreadable: %s", entity, exc)
+            return
+        if at_start and not dynamic:
+            return
+        layers = self.config_layers.with_dynamic(default=dynamic) if broker_id is None \
+            else self.config_layers.with_dynamic(broker=dynamic)
+        self._apply_broker_config(entity, dynamic, layers)
+
+    def _apply_broker_config(self, entity: str, dynamic: dict[str, str], layers: BrokerConfigLayers) -> None:
+        """Kafka keeps the broker's config when an update does not validate (it was checked before it was written,
+        so only a hand-written znode gets here); otherwise every log takes the new defaults, the controller the
+        new unclean.leader.election.enable (electing offline partitions when it was turned on) and the fetchers the
+        truncation rule."""
+        try:
+            defaults = layers.log_defaults()
+            layers.truncation_rule()
+        except ValueError as exc:  # a pydantic ValidationError too
+            log.error("keeping the broker config, the dynamic config of brokers/%s is invalid: %s", entity, exc)
+            return
+        unclean_before = self.config_layers.unclean_leader_election_enable()
+        self.config_layers = layers
+        local_logs = self.log_service.update_defaults(defaults)
+        unclean = layers.unclean_leader_election_enable()
+        if self.controller is not None and unclean != unclean_before:
+            self.controller.set_unclean_default(unclean)
+        self.fetcher_manager.set_truncation_rule(layers.truncation_rule())
+        log.info("applied the dynamic config of brokers/%s: %s", entity, dynamic)
+        self.trace.emit(te.BrokerConfigChanged, entity=entity, dynamic_config=dynamic, local_logs=local_logs)
+
     async def startup(self) -> None:
         self.loop = asyncio.get_running_loop()
         for listener in self.config.bound_listeners:
@@ -214,6 +268,7 @@ class KafkaServer:
         await self._on_live_session(lambda: create_top_level_paths(self.zk), "creating the top-level znodes")
         self.cluster_id = await self._on_live_session(lambda: get_or_create_cluster_id(self.zk),
                                                       "reading the cluster id")
+        await self._on_live_session(self._load_broker_configs, "reading the dynamic broker configs")
         await self.log_service.startup()  # after ZooKeeper: each log opens with its topic's config
         self._logs_loaded = True
         self._checkpointed_high_watermarks = self.log_service.read_high_watermarks()
@@ -224,7 +279,7 @@ class KafkaServer:
         await self._register()
         self.controller = KafkaController(
             self.broker_id, self.zk, self.trace, cluster_listener_name=self.config.inter_broker_listener_name,
-            unclean_leader_election_enable=self.config.unclean_leader_election_enable,
+            unclean_leader_election_enable=self.config_layers.unclean_leader_election_enable(),
             delete_topic_enable=self.config.delete_topic_enable,
             request_timeout_ms=self.config.controller_socket_timeout_ms,
             auto_leader_rebalance_enable=self.config.auto_leader_rebalance_enable,

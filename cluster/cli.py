@@ -130,14 +130,19 @@ def _parser() -> argparse.ArgumentParser:
     groups_sub.add_parser("describe", help="members, assignments, committed offsets and lag per partition"
                           ).add_argument("group")
 
-    config = sub.add_parser("config", help="a topic's dynamic configuration: describe, set, delete (live, no restart)",
-                            description="Describes or changes a topic's configuration through the Kafka protocol "
-                                        "(DescribeConfigs, IncrementalAlterConfigs with confluent-kafka's "
-                                        "AdminClient), like kafka-configs.sh --bootstrap-server. Every broker "
-                                        "applies a change at once, without a restart.")
+    config = sub.add_parser("config", help="a topic's or a broker's dynamic configuration: describe, set, delete "
+                                           "(live, no restart)",
+                            description="Describes or changes a topic's, a broker's or the cluster-wide broker "
+                                        "default's configuration through the Kafka protocol (DescribeConfigs, "
+                                        "IncrementalAlterConfigs with confluent-kafka's AdminClient), like "
+                                        "kafka-configs.sh --bootstrap-server. Every broker concerned applies a change "
+                                        "at once, without a restart.")
     entity = config.add_mutually_exclusive_group(required=True)
     entity.add_argument("--topic")
-    entity.add_argument("--broker", type=int, help="with --describe: a broker's configs (read-only in kafkasim)")
+    entity.add_argument("--broker", type=int, help="one broker's configs; what it sets wins over --broker-defaults")
+    entity.add_argument("--broker-defaults", action="store_true",
+                        help="the cluster-wide broker default (/config/brokers/<default>), like kafka-configs.sh "
+                             "--entity-type brokers --entity-default")
     config.add_argument("--describe", action="store_true", help="every config with its value and source")
     config.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                         help="override a config, e.g. --set min.insync.replicas=2 (repeatable)")
@@ -514,10 +519,8 @@ def _config(args: argparse.Namespace, data_dir: Path) -> int:
         raise ClusterError("give either --describe or at least one --set/--delete")
     if args.describe:
         return configs.describe(bootstrap, topic=args.topic, broker=args.broker)
-    if args.broker is not None:
-        raise ClusterError("broker configs are read-only in kafkasim (no dynamic broker configs); change them in "
-                           "the broker's properties and restart it")
-    return configs.alter(bootstrap, args.topic, configs.parse_assignments(args.set), args.delete)
+    return configs.alter(bootstrap, configs.parse_assignments(args.set), args.delete, topic=args.topic,
+                         broker=args.broker)
 
 
 def _kill(args: argparse.Namespace, data_dir: Path) -> int:

@@ -85,6 +85,13 @@ class KafkaController:
     def put(self, event: ev.ControllerEvent) -> None:
         self._queue.put_nowait(event)
 
+    def set_unclean_default(self, enabled: bool) -> None:
+        """The broker's unclean.leader.election.enable changed dynamically: read at the next election; turned on,
+        the offline partitions are elected at once, as Kafka's DynamicLogConfig asks its controller to."""
+        self.unclean_default = enabled
+        if enabled:
+            self.put(ev.UncleanLeaderElectionEnable())
+
     async def stop(self) -> None:
         if self._task is None:
             return
@@ -201,6 +208,10 @@ class KafkaController:
                 await self._on_isr_change_notification()
             case ev.TopicConfigChange():
                 await self._on_topic_config_change(event.topic)
+            case ev.UncleanLeaderElectionEnable():
+                batch = self._batch()
+                await self._trigger_online_partitions(batch)
+                batch.send()
             case ev.AutoPreferredReplicaLeaderElection():
                 await self._on_auto_preferred_replica_election()
 

@@ -68,6 +68,12 @@ class TopicConfigChange:
 
 
 @dataclass(frozen=True)
+class UncleanLeaderElectionEnable:
+    """The broker's unclean.leader.election.enable was turned on dynamically: elect every offline partition that
+    may now be elected out of its ISR (Kafka's UncleanLeaderElectionEnable)."""
+
+
+@dataclass(frozen=True)
 class ControlledShutdown:
     broker_id: int
     broker_epoch: int
@@ -98,5 +104,6 @@ class Shutdown:
 
 ControllerEvent = (Startup | Reelect | ControllerChange | Expire | RegisterBrokerAndReelect | BrokerChange
                    | TopicChange | PartitionModifications | TopicDeletion | IsrChangeNotification | TopicConfigChange
+                   | UncleanLeaderElectionEnable
                    | ControlledShutdown
                    | AutoPreferredReplicaLeaderElection | ReplicaLeaderElection | Shutdown)

@@ -127,6 +127,17 @@ class TopicConfigChanged(TraceEvent):
     local_logs: int
 
 
+class BrokerConfigChanged(TraceEvent):
+    """This broker applied a dynamic broker config: its own (``entity`` its id) or the cluster-wide default
+    (``<default>``), read at start or on a /config/changes notification. ``dynamic_config`` is that entity's whole
+    dynamic config, ``local_logs`` how many of this broker's logs took new defaults."""
+
+    event: Literal["broker_config_changed"] = "broker_config_changed"
+    entity: str
+    dynamic_config: dict[str, str]
+    local_logs: int
+
+
 class ControlRequestReceived(TraceEvent):
     """A control request arrived; its ControlRequestApplied follows once it was applied (or refused)."""
 
@@ -333,7 +344,7 @@ AnyTraceEvent = Annotated[
     ControllerElected | ControllerResigned | ControllerLoaded | ControllerWriteFenced
     | BrokerRegistered | SessionStateChanged
     | BrokerMembershipChanged | BrokerExpired | LeaderElected | TopicCreated | PartitionsAdded | TopicDeleted
-    | TopicConfigChanged
+    | TopicConfigChanged | BrokerConfigChanged
     | ControlRequestReceived | ControlRequestApplied | ReplicaRoleChanged | ControlledShutdownStep | BrokerStopped
     | LogDirFailed | ProduceAcknowledged | IsrChanged | FollowerTruncated | HighWatermarkUpdated
     | FollowerFetchStateUpdated | FetchServed | DelayedOperationFinished | GroupStateChanged | FaultInjected

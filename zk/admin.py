@@ -1,9 +1,9 @@
 """Topic administration through ZooKeeper, as Kafka 2.x's AdminZkClient: a topic is created by writing
 its config and assignment znodes, grown by rewriting its assignment znode, deleted by a marker under
 /admin/delete_topics; the controller, which watches those paths, does the rest. A topic's config is changed
-by rewriting /config/topics/<t> and then announcing it with a sequential /config/changes/config_change_ node,
-which every broker watches. Used by brokers (CreateTopics, CreatePartitions, DeleteTopics, auto-creation, the
-config APIs) and by the ``kafkasim`` CLI."""
+by rewriting /config/topics/<t> (a broker's, or the cluster-wide default's, /config/brokers/<id> or <default>) and
+then announcing it with a sequential /config/changes/config_change_ node, which every broker watches. Used by
+brokers (CreateTopics, CreatePartitions, DeleteTopics, auto-creation, the config APIs) and by the ``kafkasim`` CLI."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from zk.assignment import (
 )
 from zk.client import CreateOp, ZkClient
 from zk.znodes import (
+    BrokerConfigZNode,
     BrokerIdsZNode,
     ConfigChangeNotificationZNode,
     DeleteTopicsTopicZNode,
@@ -201,11 +202,30 @@ async def change_topic_config(zk: ZkClient, topic: str, config: Mapping[str, str
     znode first, so a broker reading it on the notification sees the new value. Validation is the caller's."""
     if await zk.exists(TopicZNode.path(topic)) is None:
         raise AdminError(f"Topic '{topic}' does not exist.", ErrorCode.unknown_topic_or_partition)
-    data = TopicConfigZNode.encode(dict(config))
+    await _write_and_announce(zk, TopicConfigZNode.path(topic), TopicConfigZNode.encode(dict(config)),
+                              f"{TopicConfigZNode.entity_type}/{topic}")
+
+
+async def broker_config_overrides(zk: ZkClient, broker_id: int | None) -> dict[str, str]:
+    """A broker's dynamic config (/config/brokers/<id>), or the cluster-wide default's (``None``: <default>)."""
+    name = BrokerConfigZNode.entity_name(broker_id)
+    data, _ = await zk.get_or_none(BrokerConfigZNode.path(name))
+    return BrokerConfigZNode.decode(name, data) if data else {}
+
+
+async def change_broker_config(zk: ZkClient, broker_id: int | None, config: Mapping[str, str]) -> None:
+    """Replace a broker's dynamic config, or the cluster-wide default's (``None``), then announce it as
+    "brokers/<id>" or "brokers/<default>" (AdminZkClient.changeBrokerConfig). Validation is the caller's."""
+    name = BrokerConfigZNode.entity_name(broker_id)
+    await _write_and_announce(zk, BrokerConfigZNode.path(name), BrokerConfigZNode.encode(dict(config)),
+                              f"{BrokerConfigZNode.entity_type}/{name}")
+
+
+async def _write_and_announce(zk: ZkClient, path: str, data: bytes, entity_path: str) -> None:
+    # the config znode first, so a broker reading it on the notification sees the new value
     try:
-        await zk.set(TopicConfigZNode.path(topic), data)
+        await zk.set(path, data)
     except NoNodeError:
-        await zk.create(TopicConfigZNode.path(topic), data, makepath=True)
-    await zk.create(ConfigChangeNotificationZNode.child_path(),
-                    ConfigChangeNotificationZNode.encode(f"{TopicConfigZNode.entity_type}/{topic}"),
+        await zk.create(path, data, makepath=True)
+    await zk.create(ConfigChangeNotificationZNode.child_path(), ConfigChangeNotificationZNode.encode(entity_path),
                     sequence=True, makepath=True)

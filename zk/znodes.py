@@ -314,6 +314,34 @@ class TopicConfigZNode:
         return dict(_validate(ConfigEntity, TopicConfigZNode.path(topic), data).config)
 
 
+# --- /config/brokers/<id> and /config/brokers/<default> ----------------------------------------------------
+
+
+class BrokerConfigZNode:
+    """A broker's dynamic config, or with the literal name ``<default>`` the cluster-wide default (KIP-226); the
+    payload is a topic config's."""
+
+    entity_type = "brokers"
+    default_entity = "<default>"
+
+    @staticmethod
+    def entity_name(broker_id: int | None) -> str:
+        """``<default>`` for the cluster-wide default (None), else the broker's id."""
+        return BrokerConfigZNode.default_entity if broker_id is None else str(broker_id)
+
+    @staticmethod
+    def path(entity_name: str) -> str:
+        return f"/config/brokers/{entity_name}"
+
+    @staticmethod
+    def encode(config: dict[str, str]) -> bytes:
+        return _dumps({"version": 1, "config": {k: str(v) for k, v in config.items()}})
+
+    @staticmethod
+    def decode(entity_name: str, data: bytes | None) -> dict[str, str]:
+        return dict(_validate(ConfigEntity, BrokerConfigZNode.path(entity_name), data).config)
+
+
 # --- /config/changes/config_change_<seq> ---------------------------------------------------------------
 
 

@@ -93,6 +93,16 @@ def broker_property_names() -> frozenset[str]:
     return frozenset(_BROKER_TO_TOPIC) | {"log.roll.hours", "log.retention.minutes", "log.retention.hours"}
 
 
+def broker_log_property_names() -> frozenset[str]:
+    """The broker properties that each set one topic config's default (Kafka's TopicConfigSynonyms' values)."""
+    return frozenset(_BROKER_TO_TOPIC)
+
+
+def topic_synonym(broker_name: str) -> str:
+    """The topic config whose default a broker log property sets."""
+    return _BROKER_TO_TOPIC[broker_name]
+
+
 def broker_synonym(topic_name: str) -> str | None:
     """The broker property that sets a topic config's default (Kafka's LogConfig.TopicConfigSynonyms)."""
     return _TOPIC_TO_BROKER.get(topic_name)

@@ -9,7 +9,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import grpc
 from kio.schema.errors import ErrorCode
@@ -265,6 +265,12 @@ class ReplicaFetcherManager:
         self._address_of = address_of
         self._on_progress = on_follower_progress
         self.fetchers: dict[int, ReplicaFetcher] = {}
+
+    def set_truncation_rule(self, rule: TruncationRule) -> None:
+        """kafkasim.replica.truncation.rule changed dynamically: every fetcher uses it at its next truncation."""
+        self.settings = replace(self.settings, truncation_rule=rule)
+        for fetcher in self.fetchers.values():
+            fetcher.settings = replace(fetcher.settings, truncation_rule=rule)
 
     def add(self, partition: Partition) -> bool:
         self.remove(partition.topic_partition)

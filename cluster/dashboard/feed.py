@@ -92,6 +92,8 @@ SENTENCES: dict[type[te.TraceEvent], Callable] = {
     te.TopicDeleted: lambda e: f"topic {e.topic} deleted",
     te.TopicConfigChanged: lambda e: (f"broker {e.broker_id} applied topic {e.topic}'s config "
                                       f"{e.topic_overrides or '(no overrides)'} to {e.local_logs} local logs"),
+    te.BrokerConfigChanged: lambda e: (f"broker {e.broker_id} applied the dynamic config of brokers/{e.entity}: "
+                                       f"{e.dynamic_config or '(none)'}, {e.local_logs} local logs"),
     te.IsrChanged: _isr_changed,
     te.FollowerTruncated: lambda e: (f"broker {e.broker_id} truncated {e.topic}-{e.partition} from offset "
                                      f"{e.from_offset} to {e.to_offset} ({e.rule}, leader {e.leader})"),

@@ -47,7 +47,7 @@ def produce(host: str, port: int, topic: str, values: list[bytes], acks: int, ti
         ProduceRequest.TopicProduceData(name=topic, partition_data=[
             ProduceRequest.TopicProduceData.PartitionProduceData(
                 index=0, records=build_batch([Record(None, value, now) for value in values]))])])
-    response = _call(host, port, request, PRODUCE_VERSION, ProduceResponse, timeout_ms / 1000 + 10)
+    response = call(host, port, request, PRODUCE_VERSION, ProduceResponse, timeout_ms / 1000 + 10)
     answer = response.responses[0].partition_responses[0]
     return ProduceResult(answer.error_code, answer.base_offset)
 
@@ -71,12 +71,13 @@ def offset_for_leader_epoch(host: str, port: int, topic: str, current_leader_epo
         OffsetForLeaderEpochRequest.OffsetForLeaderTopic(topic=topic, partitions=[
             OffsetForLeaderEpochRequest.OffsetForLeaderTopic.OffsetForLeaderPartition(
                 partition=0, current_leader_epoch=current_leader_epoch, leader_epoch=leader_epoch)])])
-    response = _call(host, port, request, OFFSET_FOR_LEADER_EPOCH_VERSION, OffsetForLeaderEpochResponse, 15)
+    response = call(host, port, request, OFFSET_FOR_LEADER_EPOCH_VERSION, OffsetForLeaderEpochResponse, 15)
     answer = response.topics[0].partitions[0]
     return EpochEnd(answer.error_code, answer.leader_epoch, answer.end_offset)
 
 
-def _call(host: str, port: int, request: Any, version: int, response_class: Any, timeout_s: float) -> Any:
+def call(host: str, port: int, request: Any, version: int, response_class: Any, timeout_s: float) -> Any:
+    """One request on a fresh connection to the broker at host:port, its answer decoded by kafka-python."""
     request.with_header(correlation_id=1, client_id="kafkasim-scenario")
     with socket.create_connection((host, port), timeout=timeout_s) as sock:
         sock.sendall(request.encode(version=version, header=True, framed=True))

@@ -69,3 +69,20 @@ def test_notifications_older_than_15_minutes_are_purged_oldest_first():
     run(zk)
     # stops at the first young one: sequence order is creation order
     assert zk.deleted == ["/config/changes/config_change_0000000001"]
+
+
+def test_broker_entities_go_to_the_broker_handler_and_topics_to_the_topic_one():
+    zk = FakeZk({"config_change_0000000001": (b'{"version":2,"entity_path":"brokers/<default>"}', NOW_MS),
+                 "config_change_0000000002": (change("t"), NOW_MS),
+                 "config_change_0000000003": (b'{"version":2,"entity_path":"brokers/2"}', NOW_MS)})
+    seen: list[str] = []
+
+    async def on_topic(topic: str) -> None:
+        seen.append(f"topic {topic}")
+
+    async def on_broker(entity: str) -> None:
+        seen.append(f"broker {entity}")
+
+    listener = ConfigChangeListener(zk, on_topic, on_broker, clock_ms=lambda: NOW_MS)
+    asyncio.run(listener.process_notifications())
+    assert seen == ["broker <default>", "topic t", "broker 2"]

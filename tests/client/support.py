@@ -14,13 +14,16 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KafkaTopicPartition
 from kafka.protocol.admin import (
+    AlterConfigsResponse,
     CreatePartitionsResponse,
     CreateTopicsResponse,
     DeleteGroupsResponse,
     DeleteTopicsResponse,
     DescribeClusterResponse,
+    DescribeConfigsResponse,
     DescribeLogDirsResponse,
     ElectLeadersResponse,
+    IncrementalAlterConfigsResponse,
 )
 from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.consumer import (
@@ -49,7 +52,8 @@ RESPONSES: dict[int, type[ApiMessage]] = {
     0: ProduceResponse, 1: FetchResponse, 2: ListOffsetsResponse, 3: MetadataResponse, 18: ApiVersionsResponse,
     19: CreateTopicsResponse, 20: DeleteTopicsResponse, 22: InitProducerIdResponse, 35: DescribeLogDirsResponse,
     37: CreatePartitionsResponse, 42: DeleteGroupsResponse, 43: ElectLeadersResponse, 47: OffsetDeleteResponse,
-    60: DescribeClusterResponse,
+    60: DescribeClusterResponse, 32: DescribeConfigsResponse, 33: AlterConfigsResponse,
+    44: IncrementalAlterConfigsResponse,
 }
 
 

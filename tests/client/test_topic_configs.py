@@ -136,9 +136,9 @@ def test_zookeeper_holds_kafkas_config_znode_and_a_version_2_notification(cluste
                == {b.broker_id for b in cluster.spec.brokers}, 30, "every broker to apply the change")
     # synonyms: the override, then the broker property that sets the default
     entry = describe(cluster, topic)["retention.ms"]
-    assert {name: source(s) for name, s in entry.synonyms.items()} == {
-        "retention.ms": ConfigSource.DYNAMIC_TOPIC_CONFIG,
-        "log.retention.ms": source(entry.synonyms["log.retention.ms"])}
+    # (with every alias of the broker property: log.retention.minutes and .hours too, as Kafka lists them)
+    assert list(entry.synonyms)[:2] == ["retention.ms", "log.retention.ms"]
+    assert source(entry.synonyms["retention.ms"]) == ConfigSource.DYNAMIC_TOPIC_CONFIG
     assert source(entry.synonyms["log.retention.ms"]) in (ConfigSource.STATIC_BROKER_CONFIG,
                                                           ConfigSource.DEFAULT_CONFIG)
 
@@ -165,9 +165,9 @@ def test_refused_changes_write_nothing(cluster):
     error = refused(lambda: incremental(cluster, "cfg-no-such-topic", set_={MIN_ISR: "2"}))
     assert error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
     incremental(cluster, topic, set_={MIN_ISR: "3"}, validate_only=True)
-    # no dynamic broker configs: every broker config is read-only, refused as Kafka refuses a read-only one
+    # a read-only broker config is refused as Kafka refuses one (tests/client/test_broker_configs.py for the rest)
     broker = ConfigResource(ConfigResource.Type.BROKER, str(cluster.spec.brokers[0].broker_id), incremental_configs=[
-        ConfigEntry("log.retention.ms", "1000", incremental_operation=AlterConfigOpType.SET)])
+        ConfigEntry("broker.id", "7", incremental_operation=AlterConfigOpType.SET)])
     admin = admin_client(cluster)
     error = refused(lambda: admin.incremental_alter_configs([broker])[broker].result(30))
     assert error.code() == KafkaError.INVALID_REQUEST and "Cannot update these configs dynamically" in error.str()
@@ -262,7 +262,8 @@ def test_kafka_python_changes_and_describes_a_topic_config(cluster, incremental)
     entry = described["retention.ms"]
     assert (entry["value"], entry["config_source"], entry["read_only"]) == ("5400000", "DYNAMIC_TOPIC_CONFIG", False)
     assert [(s["name"], s["source"]) for s in entry["synonyms"]][:1] == [("retention.ms", "DYNAMIC_TOPIC_CONFIG")]
-    assert [s["name"] for s in entry["synonyms"]][1:] == ["log.retention.ms"]
+    assert [s["name"] for s in entry["synonyms"]][1:] == ["log.retention.ms", "log.retention.minutes",
+                                                          "log.retention.hours"]
 
 
 def test_a_smaller_segment_bytes_rolls_every_replica_at_its_next_appends(cluster):

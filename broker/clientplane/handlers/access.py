@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from broker.config import KafkaConfig
+from broker.dynamic_broker_config import BrokerConfigLayers
 from broker.group.coordinator import GroupCoordinator
 from broker.log.config import LogConfig
 from broker.log.log_manager import LogManager
@@ -44,7 +45,8 @@ class AdminAccess:
     config: KafkaConfig
     zk: ZkClient
     metadata_cache: MetadataCache
-    log_defaults: LogConfig
+    log_defaults: Callable[[], LogConfig]  # every topic's, now: server.properties and the dynamic broker configs
+    config_layers: Callable[[], BrokerConfigLayers]  # this broker's config, by where each value comes from
     is_controller: Callable[[], bool]
     producer_ids: ProducerIdManager
     # this broker's controller's elections (NOT_CONTROLLER per partition unless it is the active one)

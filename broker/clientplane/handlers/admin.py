@@ -33,7 +33,7 @@ def check_topic_configs(admin: AdminAccess, configs: dict[str, str]) -> None:
         raise AdminError(f"kafkasim does not know the topic config(s) {', '.join(unknown)}; "
                          f"known: {', '.join(sorted(known))}", ErrorCode.invalid_config)
     try:
-        admin.log_defaults.with_overrides(
+        admin.log_defaults().with_overrides(
             {k: v for k, v in configs.items() if k not in CONTROLLER_TOPIC_CONFIGS})
     except ValidationError as exc:
         error = exc.errors()[0]

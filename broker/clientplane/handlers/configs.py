@@ -1,6 +1,7 @@
 """DescribeConfigs, AlterConfigs and IncrementalAlterConfigs. A topic's dynamic config is written to
-/config/topics/<t> and announced under /config/changes (zk/admin.py), as Kafka 2.8's ZkAdminManager does; every
-broker applies it when the notification arrives (broker/config_change_listener.py)."""
+/config/topics/<t>, a broker's to /config/brokers/<id> and the cluster-wide broker default to
+/config/brokers/<default>, each announced under /config/changes (zk/admin.py), as Kafka 2.8's ZkAdminManager does;
+every broker applies it when the notification arrives (broker/config_change_listener.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,16 @@ from broker.clientplane.handlers.common import NO_THROTTLE, response_module
 from broker.clientplane.protocol.build import build
 from broker.clientplane.protocol.messages import Request
 from broker.clientplane.protocol.versions import ApiKey
+from broker.dynamic_broker_config import (
+    DYNAMIC_BROKER_CONFIGS,
+    ConfigSource,
+    Synonym,
+    broker_synonyms,
+    known_broker_configs,
+    validate_broker_change,
+)
 from broker.dynamic_config import (
+    CONTROLLER_TOPIC_CONFIGS,
     AlterOp,
     ConfigError,
     ConfigOperation,
@@ -22,13 +32,18 @@ from broker.dynamic_config import (
     validate_topic_overrides,
 )
 from broker.log.config import broker_synonym
-from zk.admin import AdminError, change_topic_config, topic_config_overrides
+from zk.admin import (
+    AdminError,
+    broker_config_overrides,
+    change_broker_config,
+    change_topic_config,
+    topic_config_overrides,
+)
 from zk.znodes import ZNodeDecodeError
 
 log = logging.getLogger(__name__)
 
 RESOURCE_TOPIC, RESOURCE_BROKER = 2, 4
-SOURCE_DYNAMIC_TOPIC, SOURCE_STATIC_BROKER, SOURCE_DEFAULT = 1, 4, 5
 UNCLEAN = "unclean.leader.election.enable"
 
 
@@ -40,9 +55,10 @@ async def handle_incremental_alter_configs(admin: AdminAccess, request: Request)
     results = []
     for resource in request.body.resources:
         ops = [AlterOp(c.name, _operation(c.config_operation), c.value) for c in resource.configs]
-        error, message = await _alter(admin, resource.resource_type, resource.resource_name,
-                                      lambda current, ops=ops: incremental_overrides(current, ops),
-                                      [op.name for op in ops], request.body.validate_only)
+        error, message = await _alter(
+            admin, resource.resource_type, resource.resource_name,
+            lambda current, known, entity, ops=ops: incremental_overrides(current, ops, known, entity),
+            request.body.validate_only)
         results.append(build(module.AlterConfigsResourceResponse, error_code=error, error_message=message,
                              resource_type=resource.resource_type, resource_name=resource.resource_name))
     return build(module.IncrementalAlterConfigsResponse, throttle_time=NO_THROTTLE, responses=tuple(results))
@@ -54,8 +70,8 @@ async def handle_alter_configs(admin: AdminAccess, request: Request):
     for resource in request.body.resources:
         pairs = [(c.name, c.value) for c in resource.configs]
         error, message = await _alter(admin, resource.resource_type, resource.resource_name,
-                                      lambda _current, pairs=pairs: replacement_overrides(pairs),
-                                      [name for name, _ in pairs], request.body.validate_only)
+                                      lambda _current, _known, _entity, pairs=pairs: replacement_overrides(pairs),
+                                      request.body.validate_only)
         results.append(build(module.AlterConfigsResourceResponse, error_code=error, error_message=message,
                              resource_type=resource.resource_type, resource_name=resource.resource_name))
     return build(module.AlterConfigsResponse, throttle_time=NO_THROTTLE, responses=tuple(results))
@@ -68,17 +84,18 @@ def _operation(value: int) -> ConfigOperation | int:
         return value
 
 
-async def _alter(admin: AdminAccess, resource_type: int, name: str, new_overrides, names: list[str],
+async def _alter(admin: AdminAccess, resource_type: int, name: str, new_overrides,
                  validate_only: bool) -> tuple[ErrorCode, str | None]:
+    """``new_overrides(current, known names, entity)``: the entity's whole dynamic config after the request."""
     if resource_type == RESOURCE_BROKER:
-        return _refuse_broker_change(admin, name, names)
+        return await _alter_broker(admin, name, new_overrides, validate_only)
     if resource_type != RESOURCE_TOPIC:
         return ErrorCode.invalid_request, \
             f"AlterConfigs is only supported for topics and brokers, but resource type is {resource_type}"
     try:
         current = await topic_config_overrides(admin.zk, name)
-        overrides = new_overrides(current)
-        validate_topic_overrides(name, overrides, admin.log_defaults)
+        overrides = new_overrides(current, None, "topic")
+        validate_topic_overrides(name, overrides, admin.log_defaults())
         if not validate_only:
             await change_topic_config(admin.zk, name, overrides)
             log.info("topic %s: dynamic config is now %s", name, overrides)
@@ -89,16 +106,27 @@ async def _alter(admin: AdminAccess, resource_type: int, name: str, new_override
     return ErrorCode.none, None
 
 
-def _refuse_broker_change(admin: AdminAccess, name: str, names: list[str]) -> tuple[ErrorCode, str]:
-    """kafkasim has no dynamic broker configs: every broker config is read-only, and Kafka 2.8 refuses a change of a
-    read-only one with a ConfigException, answered INVALID_REQUEST (DynamicBrokerConfig.validateConfigs)."""
-    if name not in ("", str(admin.broker_id)):
-        return ErrorCode.invalid_request, \
-            f"Unexpected broker id, expected {admin.broker_id} or empty string, but received {name}"
-    return ErrorCode.invalid_request, \
-        f"Invalid config value for resource ConfigResource(type=BROKER, name='{name}'): " \
-        f"Cannot update these configs dynamically: {', '.join(sorted(set(names)))} " \
-        "(kafkasim reads broker configs only at start)"
+async def _alter_broker(admin: AdminAccess, name: str, new_overrides,
+                        validate_only: bool) -> tuple[ErrorCode, str | None]:
+    """A broker's own dynamic config, sent to that broker (its id), or the cluster-wide default's, sent to any
+    ("" is /config/brokers/<default>): ZkAdminManager.alterBrokerConfigs."""
+    if name and not name.isdigit():
+        return ErrorCode.invalid_request, f"Broker id must be an integer, but it is: {name}"
+    if name and int(name) != admin.broker_id:
+        return ErrorCode.invalid_request, f"Unexpected broker id, expected {admin.broker_id}, but received {name}"
+    broker_id = admin.broker_id if name else None
+    try:
+        current = await broker_config_overrides(admin.zk, broker_id)
+        overrides = new_overrides(current, known_broker_configs(), "broker")
+        validate_broker_change(name, overrides, admin.config_layers())
+        if not validate_only:
+            await change_broker_config(admin.zk, broker_id, overrides)
+            log.info("brokers/%s: dynamic config is now %s", name or "<default>", overrides)
+    except ConfigError as exc:
+        return exc.error_code, str(exc)
+    except ZNodeDecodeError as exc:
+        return ErrorCode.invalid_config, str(exc)
+    return ErrorCode.none, None
 
 
 # --- DescribeConfigs -------------------------------------------------------------------------------------------
@@ -114,33 +142,38 @@ async def handle_describe_configs(admin: AdminAccess, request: Request):
         if resource.resource_type == RESOURCE_TOPIC:
             error, message, entries = await _topic_configs(admin, resource.resource_name)
         elif resource.resource_type == RESOURCE_BROKER:
-            if resource.resource_name not in ("", str(admin.broker_id)):
-                error, message = ErrorCode.invalid_request, f"ask broker {resource.resource_name} itself"
+            name = resource.resource_name
+            if name and not name.isdigit():
+                error, message = ErrorCode.invalid_request, f"Broker id must be an integer, but it is: {name}"
+            elif name and int(name) != admin.broker_id:
+                error, message = ErrorCode.invalid_request, \
+                    f"Unexpected broker id, expected {admin.broker_id} or empty string, but received {name}"
             else:
-                entries = _broker_configs(admin)
+                entries = _broker_configs(admin, per_broker=bool(name))
         else:
             error, message = ErrorCode.invalid_request, f"resource type {resource.resource_type} is not supported"
         configs = tuple(
-            build(module.DescribeConfigsResourceResult, name=name, value=synonyms[0][1],
-                  read_only=resource.resource_type != RESOURCE_TOPIC, is_default=synonyms[0][2] == SOURCE_DEFAULT,
-                  config_source=synonyms[0][2], is_sensitive=False,
-                  synonyms=tuple(build(module.DescribeConfigsSynonym, name=n, value=v, source=s)
+            build(module.DescribeConfigsResourceResult, name=name, value=value, read_only=read_only,
+                  is_default=source == ConfigSource.DEFAULT_CONFIG, config_source=int(source), is_sensitive=False,
+                  synonyms=tuple(build(module.DescribeConfigsSynonym, name=n, value=v, source=int(s))
                                  for n, v, s in synonyms) if with_synonyms else (),
                   config_type=0, documentation=None)
-            for name, synonyms in entries if wanted is None or name in wanted)
+            for name, value, source, read_only, synonyms in entries if wanted is None or name in wanted)
         results.append(build(module.DescribeConfigsResult, error_code=error, error_message=message,
                              resource_type=resource.resource_type, resource_name=resource.resource_name,
                              configs=configs))
     return build(module.DescribeConfigsResponse, throttle_time=NO_THROTTLE, results=tuple(results))
 
 
-Synonym = tuple[str, str | None, int]  # name, value, source
+# name, value, source, read-only, synonyms
+Entry = tuple[str, str | None, ConfigSource, bool, list[Synonym]]
 
 
-async def _topic_configs(admin: AdminAccess, topic: str) -> tuple[ErrorCode, str | None, list[tuple[str, list]]]:
-    """Each topic config with its synonyms in Kafka's order: the topic override (DYNAMIC_TOPIC_CONFIG), then the
-    broker property that sets its default (STATIC_BROKER_CONFIG when given, else DEFAULT_CONFIG). The entry's
-    value and source are the first synonym's."""
+async def _topic_configs(admin: AdminAccess, topic: str) -> tuple[ErrorCode, str | None, list[Entry]]:
+    """Each topic config with its synonyms in Kafka's order (ConfigHelper.createTopicConfigEntry): the topic override
+    (TOPIC_CONFIG), then the broker properties that set its default, from this broker's dynamic config to the
+    cluster-wide default, server.properties and Kafka's default. The value is the topic's effective one, the source
+    the first synonym's."""
     if topic not in admin.metadata_cache.topics():
         return ErrorCode.unknown_topic_or_partition, f"topic {topic} does not exist", []
     try:
@@ -149,28 +182,37 @@ async def _topic_configs(admin: AdminAccess, topic: str) -> tuple[ErrorCode, str
         return exc.error_code, str(exc), []
     except ZNodeDecodeError as exc:
         return ErrorCode.invalid_config, str(exc), []
-    given = admin.config.log_properties
-    defaults: dict[str, Synonym] = {}
-    for name, value in admin.log_defaults.to_properties().items():
-        broker_name = broker_synonym(name) or name
-        defaults[name] = (broker_name, _text(value), SOURCE_STATIC_BROKER if broker_name in given else SOURCE_DEFAULT)
-    unclean_given = UNCLEAN in admin.config.model_dump(by_alias=True, exclude_unset=True)
-    defaults[UNCLEAN] = (UNCLEAN, _text(admin.config.unclean_leader_election_enable),
-                         SOURCE_STATIC_BROKER if unclean_given else SOURCE_DEFAULT)
+    layers = admin.config_layers()
+    log_defaults = admin.log_defaults()
+    try:
+        effective = log_defaults.with_overrides({k: v for k, v in overrides.items()
+                                                 if k not in CONTROLLER_TOPIC_CONFIGS}).to_properties()
+    except ValueError:  # overrides that no longer fit the defaults: the logs keep their last config
+        effective = log_defaults.to_properties()
+    effective[UNCLEAN] = overrides.get(UNCLEAN, _text(layers.unclean_leader_election_enable()))
     entries = []
-    for name, default in sorted(defaults.items()):
-        synonyms = [(name, overrides[name], SOURCE_DYNAMIC_TOPIC)] if name in overrides else []
-        entries.append((name, [*synonyms, default]))
+    for name, value in sorted(effective.items()):
+        broker_name = broker_synonym(name) or name
+        synonyms = layers.synonyms(broker_name, broker_synonyms(broker_name))
+        if name in overrides:
+            synonyms = [(name, overrides[name], ConfigSource.TOPIC_CONFIG), *synonyms]
+        source = synonyms[0][2] if synonyms else ConfigSource.DEFAULT_CONFIG
+        entries.append((name, _text(value), source, False, synonyms))
     return ErrorCode.none, None, entries
 
 
-def _broker_configs(admin: AdminAccess) -> list[tuple[str, list[Synonym]]]:
-    config = admin.config
-    given = config.model_dump(by_alias=True, exclude_unset=True)
+def _broker_configs(admin: AdminAccess, per_broker: bool) -> list[Entry]:
+    """A broker's every config (ConfigHelper.createBrokerConfigEntry), read-only unless dynamic; for the cluster-wide
+    default (not ``per_broker``) only what it sets, with only its own synonyms."""
+    layers = admin.config_layers()
+    names = (known_broker_configs() | set(layers.static)) if per_broker else set(layers.default_dynamic)
     entries = []
-    for name, value in sorted({**config.model_dump(by_alias=True), **(config.model_extra or {})}.items()):
-        source = SOURCE_STATIC_BROKER if name in given or name in (config.model_extra or {}) else SOURCE_DEFAULT
-        entries.append((name, [(name, None if value is None else _text(value), source)]))
+    for name in sorted(names):
+        synonyms = layers.synonyms(name)
+        if not per_broker:
+            synonyms = [s for s in synonyms if s[2] == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG]
+        value, source = (synonyms[0][1], synonyms[0][2]) if synonyms else (None, ConfigSource.DEFAULT_CONFIG)
+        entries.append((name, value, source, name not in DYNAMIC_BROKER_CONFIGS, synonyms))
     return entries
 
 
