@@ -217,15 +217,26 @@ def test_a_topic_override_wins_over_the_cluster_wide_default(cluster):
         alter_broker(cluster, DEFAULT, delete=[MIN_ISR])
 
 
+def _applied(described: dict, values: dict[str, str]) -> dict | None:
+    """The description if it shows every one of ``values`` (a broker applies a change when its notification
+    arrives, a moment after the AlterConfigs answer), else None."""
+    return described if all(described[name]["value"] == value for name, value in values.items()) else None
+
+
 def test_describe_reports_sources_synonyms_and_read_only_flags(cluster):
     broker = cluster.spec.brokers[0].broker_id
     alter_broker(cluster, DEFAULT, set_={"log.retention.ms": "3600000"})
     alter_broker(cluster, str(broker), set_={"log.retention.bytes": "1000000"})
     try:
-        # the default resource lists only what it sets, with only its own synonyms (ConfigHelper)
-        assert describe_raw(cluster) == [("log.retention.ms", "3600000", DYNAMIC_DEFAULT, False, [
+        # the default resource lists only what it sets, with only its own synonyms (ConfigHelper); a broker describes
+        # what it has applied, once the change notification reached it
+        expected_default = [("log.retention.ms", "3600000", DYNAMIC_DEFAULT, False, [
             ("log.retention.ms", "3600000", DYNAMIC_DEFAULT)])]
-        everything = describe_with_kafka_python(cluster, ConfigResourceType.BROKER, str(broker))
+        wait_until(lambda: describe_raw(cluster) == expected_default, 20, "the default's config to be applied")
+        everything = wait_until(lambda: _applied(describe_with_kafka_python(
+            cluster, ConfigResourceType.BROKER, str(broker)), {"log.retention.bytes": "1000000",
+                                                               "log.retention.ms": "3600000"}),
+            20, f"broker {broker} to apply its config and the default")
         assert (everything["log.retention.bytes"]["value"], everything["log.retention.bytes"]["config_source"]) \
             == ("1000000", "DYNAMIC_BROKER_CONFIG")
         assert [(s["name"], s["value"], s["source"]) for s in everything["log.retention.ms"]["synonyms"]][:1] == [
@@ -347,7 +358,9 @@ def test_kafka_python_changes_a_brokers_own_config(cluster):
         resource = KafkaConfigResource(ConfigResourceType.BROKER, broker, configs={"message.max.bytes": "2000000"})
         assert admin.alter_configs([resource], incremental=True) == {"broker": {broker: "OK"}}
         assert broker_znode(cluster, broker) == {"version": 1, "config": {"message.max.bytes": "2000000"}}
-        entry = describe_with_kafka_python(cluster, ConfigResourceType.BROKER, broker)["message.max.bytes"]
+        entry = wait_until(lambda: _applied(describe_with_kafka_python(cluster, ConfigResourceType.BROKER, broker),
+                                            {"message.max.bytes": "2000000"}), 20,
+                           f"broker {broker} to apply message.max.bytes")["message.max.bytes"]
         assert (entry["value"], entry["config_source"], entry["read_only"]) == (
             "2000000", "DYNAMIC_BROKER_CONFIG", False)
         reset = KafkaConfigResource(ConfigResourceType.BROKER, broker, configs={"message.max.bytes": ("DELETE", None)})
