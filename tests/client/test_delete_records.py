@@ -1,0 +1,260 @@
+"""DeleteRecords (API 21) on a real 3-broker cluster with unmodified admin clients (confluent-kafka's and
+kafka-python's AdminClient): the low watermark comes back once every live replica moved its log start, the segment
+files wholly below it are gone from the leader's and the followers' disks, consumers below it get
+OFFSET_OUT_OF_RANGE (or start at the new start with auto.offset.reset=earliest), ListOffsets earliest is the new
+start, and the start survives a kill -9 and a restart. Refused requests change nothing."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+from kafka import KafkaAdminClient, KafkaConsumer
+from kafka import TopicPartition as KafkaTopicPartition
+from kafka.errors import OffsetOutOfRangeError as KafkaPythonOffsetOutOfRange
+from kafka.protocol.admin import DeleteRecordsRequest
+
+from broker.log.checkpoint import LOG_START_OFFSET_CHECKPOINT, OffsetCheckpointFile
+from tests.client.support import (
+    EARLIEST,
+    RawConnection,
+    bootstrap,
+    client_port,
+    create_topic,
+    fetch_request,
+    leader_of,
+    list_offsets_request,
+)
+from tests.harness import RunningCluster, wait_until
+from traces import events as te
+
+pytestmark = [pytest.mark.processes, pytest.mark.slow]
+
+RECORDS = 300
+OFFSET_OUT_OF_RANGE = 1
+UNKNOWN_TOPIC_OR_PARTITION = 3
+NOT_LEADER_OR_FOLLOWER = 6
+POLICY_VIOLATION = 44
+# small segments, deleted files removed at once: a few hundred records roll a dozen segments
+TOPIC_CONFIG = {"segment.bytes": "4096", "file.delete.delay.ms": "0", "min.insync.replicas": "1"}
+
+
+@pytest.fixture(scope="module")
+def cluster(shared_cluster):
+    return shared_cluster
+
+
+@pytest.fixture
+def admin(cluster):
+    return AdminClient({"bootstrap.servers": bootstrap(cluster)})
+
+
+def produce(cluster: RunningCluster, topic: str, count: int = RECORDS) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap(cluster), "acks": "all", "linger.ms": 0,
+                         "batch.num.messages": 5})
+    for i in range(count):
+        producer.produce(topic, value=b"%05d" % i + b"x" * 95, partition=0)
+        producer.poll(0)
+    assert producer.flush(30) == 0
+
+
+def partition_dir(cluster: RunningCluster, broker_id: int, topic: str) -> Path:
+    return cluster.layout.broker_dir(broker_id) / "logs" / f"{topic}-0"
+
+
+def segment_bases(cluster: RunningCluster, broker_id: int, topic: str) -> list[int]:
+    return sorted(int(p.name[:20]) for p in partition_dir(cluster, broker_id, topic).glob("*.log"))
+
+
+def replicated_topic(cluster: RunningCluster, name: str, replication_factor: int = 3) -> list[int]:
+    """A topic of one partition whose every replica holds all RECORDS in several segments; its brokers."""
+    create_topic(cluster, name, 1, replication_factor, TOPIC_CONFIG)
+    produce(cluster, name)
+    brokers = [b.broker_id for b in cluster.spec.brokers
+               if partition_dir(cluster, b.broker_id, name).is_dir()]
+    assert len(brokers) == replication_factor
+    wait_until(lambda: all(len(segment_bases(cluster, b, name)) > 5 for b in brokers), 30,
+               f"every replica of {name} to roll several segments")
+    return brokers
+
+
+def earliest_offset(cluster: RunningCluster, topic: str, broker_id: int | None = None) -> int:
+    port = client_port(cluster, leader_of(cluster, topic) if broker_id is None else broker_id)
+    with RawConnection(port) as connection:
+        answer = connection.request(list_offsets_request(topic, 0, EARLIEST), 5).topics[0].partitions[0]
+    assert answer.error_code == 0, f"ListOffsets earliest: error {answer.error_code}"
+    return answer.offset
+
+
+def confluent_delete(admin: AdminClient, topic: str, offset: int, partition: int = 0):
+    (future,) = admin.delete_records([TopicPartition(topic, partition, offset)], request_timeout=30,
+                                     operation_timeout=20).values()
+    return future.result()
+
+
+def nothing_wholly_below(bases: list[int], offset: int) -> bool:
+    """Every segment left holds an offset at or above ``offset`` (the next one starts above it)."""
+    return all(following > offset for following in bases[1:]) and bases[0] <= offset
+
+
+def test_confluent_delete_records_returns_the_low_watermark_and_every_replica_drops_the_segments_below(
+        cluster, admin):
+    topic = "delrec-replicated"
+    brokers = replicated_topic(cluster, topic)
+    before = {b: segment_bases(cluster, b, topic) for b in brokers}
+    offset = 137
+    deleted = confluent_delete(admin, topic, offset)
+    assert deleted.low_watermark == offset
+    # the answer came once every replica's log start reached the offset, and each deleted its segments then
+    for broker_id in brokers:
+        bases = segment_bases(cluster, broker_id, topic)
+        assert nothing_wholly_below(bases, offset), (broker_id, bases)
+        assert len(bases) < len(before[broker_id]) and 0 not in bases
+        assert not list(partition_dir(cluster, broker_id, topic).glob("*.deleted"))
+    assert earliest_offset(cluster, topic) == offset
+
+    leader = leader_of(cluster, topic)
+    moved = wait_until(lambda: [e for e in cluster.all_traces()
+                                if isinstance(e, te.LogStartOffsetIncremented) and e.topic == topic], 10,
+                       "the log start moves to be traced")
+    assert {(e.broker_id, e.role, e.log_start_offset) for e in moved} == {
+        (b, "leader" if b == leader else "follower", offset) for b in brokers}
+    assert all(e.segments_deleted > 0 for e in moved)
+
+
+def test_consumers_below_the_new_start_are_out_of_range_and_earliest_starts_there(cluster, admin):
+    topic = "delrec-consumers"
+    replicated_topic(cluster, topic)
+    assert confluent_delete(admin, topic, 200).low_watermark == 200
+
+    with RawConnection(client_port(cluster, leader_of(cluster, topic))) as connection:
+        answer = connection.request(fetch_request(topic, 0, 0), 11).responses[0].partitions[0]
+    assert answer.error_code == OFFSET_OUT_OF_RANGE  # with log start -1, as Kafka answers any failed read
+
+    consumer = Consumer({"bootstrap.servers": bootstrap(cluster), "group.id": "delrec-earliest",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    try:
+        assert consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10) == (200, RECORDS)
+        consumer.assign([TopicPartition(topic, 0, 0)])  # offset 0 is gone: reset to the earliest, 200
+        first = None
+        deadline = time.monotonic() + 30
+        while first is None and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                first = message
+        assert first is not None and first.offset() == 200 and first.value().startswith(b"00200")
+    finally:
+        consumer.close()
+
+    strict = Consumer({"bootstrap.servers": bootstrap(cluster), "group.id": "delrec-strict",
+                       "enable.auto.commit": False, "auto.offset.reset": "error"})
+    try:
+        strict.assign([TopicPartition(topic, 0, 0)])
+        error = None
+        deadline = time.monotonic() + 30
+        while error is None and time.monotonic() < deadline:
+            message = strict.poll(0.5)
+            if message is not None and message.error() is not None:
+                error = message.error()
+        assert error is not None and "out of range" in error.str().lower(), error
+    finally:
+        strict.close()
+
+
+def test_kafka_python_delete_records_and_its_consumer_out_of_range(cluster):
+    topic = "delrec-kafka-python"
+    replicated_topic(cluster, topic)
+    client = KafkaAdminClient(bootstrap_servers=bootstrap(cluster).split(","), request_timeout_ms=30000)
+    try:
+        result = client.delete_records({KafkaTopicPartition(topic, 0): 90}, timeout_ms=20000)
+        (answer,) = result.values()
+        assert answer["low_watermark"] == 90 and answer["error_code"] == 0
+        client.delete_records({KafkaTopicPartition(topic, 0): -1}, timeout_ms=20000)  # -1: the high watermark
+    finally:
+        client.close()
+    assert earliest_offset(cluster, topic) == RECORDS
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap(cluster).split(","), enable_auto_commit=False,
+                             auto_offset_reset="none", request_timeout_ms=20000)
+    try:
+        tp = KafkaTopicPartition(topic, 0)
+        consumer.assign([tp])
+        consumer.seek(tp, 0)
+        with pytest.raises(KafkaPythonOffsetOutOfRange):
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline:
+                consumer.poll(timeout_ms=500)
+    finally:
+        consumer.close()
+
+
+def raw_delete_records(port: int, wanted: list[tuple[str, int, int]], version: int) -> dict[tuple[str, int], tuple]:
+    """(error code, low watermark) per partition of a DeleteRecords sent as it is, at ``version``."""
+    by_topic: dict[str, list] = {}
+    for topic, partition, offset in wanted:
+        by_topic.setdefault(topic, []).append(
+            DeleteRecordsRequest.DeleteRecordsTopic.DeleteRecordsPartition(partition_index=partition, offset=offset))
+    request = DeleteRecordsRequest(topics=[DeleteRecordsRequest.DeleteRecordsTopic(name=name, partitions=partitions)
+                                           for name, partitions in by_topic.items()], timeout_ms=10000)
+    with RawConnection(port) as connection:
+        reply = connection.request(request, version)
+    return {(t.name, p.partition_index): (p.error_code, p.low_watermark) for t in reply.topics for p in t.partitions}
+
+
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_refused_requests_change_nothing(cluster, admin, version):
+    topic = f"delrec-refused-v{version}"
+    brokers = replicated_topic(cluster, topic)
+    before = {b: segment_bases(cluster, b, topic) for b in brokers}
+    if version == 2:  # librdkafka sends v2, and refuses an unknown partition itself before sending anything
+        with pytest.raises(KafkaException) as beyond:
+            confluent_delete(admin, topic, RECORDS + 1)
+        assert beyond.value.args[0].code() == OFFSET_OUT_OF_RANGE
+    leader = leader_of(cluster, topic)
+    follower = next(b for b in brokers if b != leader)
+    assert raw_delete_records(client_port(cluster, leader), [(topic, 0, RECORDS + 1), (topic, 7, 5),
+                                                            ("delrec-no-such-topic", 0, 5),
+                                                            ("__consumer_offsets", 0, 5)], version) == {
+        (topic, 0): (OFFSET_OUT_OF_RANGE, -1), (topic, 7): (UNKNOWN_TOPIC_OR_PARTITION, -1),
+        ("delrec-no-such-topic", 0): (UNKNOWN_TOPIC_OR_PARTITION, -1),
+        ("__consumer_offsets", 0): (POLICY_VIOLATION, -1)}
+    assert raw_delete_records(client_port(cluster, follower), [(topic, 0, 5)], version) == {
+        (topic, 0): (NOT_LEADER_OR_FOLLOWER, -1)}
+    assert earliest_offset(cluster, topic) == 0
+    assert {b: segment_bases(cluster, b, topic) for b in brokers} == before
+
+
+def test_every_replica_checkpoints_the_new_start_and_a_new_leader_keeps_it(cluster, admin):
+    topic = "delrec-failover"
+    brokers = replicated_topic(cluster, topic)
+    assert confluent_delete(admin, topic, 151).low_watermark == 151
+    for broker_id in brokers:
+        # written at once: the start is in the file, or the first segment left begins exactly there
+        checkpoint = OffsetCheckpointFile(cluster.layout.broker_dir(broker_id) / "logs" / LOG_START_OFFSET_CHECKPOINT)
+        start = max(checkpoint.read().get((topic, 0), 0), segment_bases(cluster, broker_id, topic)[0])
+        assert start == 151, broker_id
+    leader = leader_of(cluster, topic)
+    cluster.kill9(leader)
+    try:
+        wait_until(lambda: leader_of(cluster, topic) not in (leader, -1), 30, "a new leader")
+        assert earliest_offset(cluster, topic) == 151  # a former follower, whose start followed the leader's
+    finally:
+        cluster.start(leader)
+
+
+def test_the_new_start_survives_a_kill_and_a_restart(cluster, admin):
+    topic = "delrec-restart"
+    (only,) = replicated_topic(cluster, topic, replication_factor=1)
+    assert confluent_delete(admin, topic, 151).low_watermark == 151
+    cluster.kill9(only)
+    cluster.start(only)
+    assert wait_until(lambda: earliest_offset(cluster, topic) if leader_of(cluster, topic) == only else None, 30,
+                      f"broker {only} to lead {topic} again") == 151
+    bases = segment_bases(cluster, only, topic)
+    assert nothing_wholly_below(bases, 151) and 0 not in bases
+    with RawConnection(client_port(cluster, only)) as connection:
+        answer = connection.request(fetch_request(topic, 0, 150), 11).responses[0].partitions[0]
+    assert answer.error_code == OFFSET_OUT_OF_RANGE
