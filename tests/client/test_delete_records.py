@@ -6,6 +6,7 @@ start, and the start survives a kill -9 and a restart. Refused requests change n
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from kafka.errors import OffsetOutOfRangeError as KafkaPythonOffsetOutOfRange
 from kafka.protocol.admin import DeleteRecordsRequest
 
 from broker.log.checkpoint import LOG_START_OFFSET_CHECKPOINT, OffsetCheckpointFile
+from cluster.cli import main
 from tests.client.support import (
     EARLIEST,
     RawConnection,
@@ -258,3 +260,25 @@ def test_the_new_start_survives_a_kill_and_a_restart(cluster, admin):
     with RawConnection(client_port(cluster, only)) as connection:
         answer = connection.request(fetch_request(topic, 0, 150), 11).responses[0].partitions[0]
     assert answer.error_code == OFFSET_OUT_OF_RANGE
+
+
+def records_cli(cluster: RunningCluster, capsys, *args: str) -> tuple[int, str, str]:
+    code = main(["--data-dir", str(cluster.data_dir), "records", "delete", *args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_the_cli_prints_the_low_watermark_per_partition_from_flags_or_kafkas_offset_json(cluster, capsys, tmp_path):
+    topic = "delrec-cli"
+    replicated_topic(cluster, topic)
+    code, out, err = records_cli(cluster, capsys, "--topic", topic, "--partition", "0", "--offset", "40")
+    assert code == 0, err
+    assert out.splitlines()[1].split() == [f"{topic}-0", "40"]
+    offsets = tmp_path / "offsets.json"
+    offsets.write_text(json.dumps({"partitions": [{"topic": topic, "partition": 0, "offset": -1}], "version": 1}))
+    code, out, err = records_cli(cluster, capsys, "--offset-json-file", str(offsets))
+    assert code == 0, err
+    assert out.splitlines()[1].split() == [f"{topic}-0", str(RECORDS)]
+    assert earliest_offset(cluster, topic) == RECORDS
+    code, out, err = records_cli(cluster, capsys, "--topic", topic, "--offset", str(RECORDS + 5))
+    assert code == 1 and "OFFSET_OUT_OF_RANGE" in out and "high watermark" in err
