@@ -119,12 +119,16 @@ def test_confluent_delete_records_returns_the_low_watermark_and_every_replica_dr
     assert earliest_offset(cluster, topic) == offset
 
     leader = leader_of(cluster, topic)
-    moved = wait_until(lambda: [e for e in cluster.all_traces()
-                                if isinstance(e, te.LogStartOffsetIncremented) and e.topic == topic], 10,
-                       "the log start moves to be traced")
-    assert {(e.broker_id, e.role, e.log_start_offset) for e in moved} == {
-        (b, "leader" if b == leader else "follower", offset) for b in brokers}
-    assert all(e.segments_deleted > 0 for e in moved)
+
+    def traced() -> list:
+        moves = [e for e in cluster.all_traces() if isinstance(e, te.LogStartOffsetIncremented) and e.topic == topic]
+        return moves if {e.broker_id for e in moves if e.log_start_offset == offset} == set(brokers) else []
+    moved = wait_until(traced, 10, "every replica's log start move to be traced")
+    # a follower whose own high watermark was still behind may have moved in two steps, never past the offset
+    assert all(e.log_start_offset <= offset for e in moved)
+    assert {(e.broker_id, e.role, e.reason) for e in moved} == {
+        (b, "leader", "delete_records") if b == leader else (b, "follower", "leader_log_start") for b in brokers}
+    assert sum(e.segments_deleted for e in moved if e.broker_id == leader) > 0
 
 
 def test_consumers_below_the_new_start_are_out_of_range_and_earliest_starts_there(cluster, admin):
@@ -241,8 +245,11 @@ def test_every_replica_checkpoints_the_new_start_and_a_new_leader_keeps_it(clust
     leader = leader_of(cluster, topic)
     cluster.kill9(leader)
     try:
-        wait_until(lambda: leader_of(cluster, topic) not in (leader, -1), 30, "a new leader")
-        assert earliest_offset(cluster, topic) == 151  # a former follower, whose start followed the leader's
+        # asked until the new leader has taken over (ZooKeeper names it a moment before it answers as leader)
+        new_start = wait_until(
+            lambda: leader_of(cluster, topic) not in (leader, -1) and earliest_offset(cluster, topic), 30,
+            "a new leader to answer ListOffsets")
+        assert new_start == 151  # a former follower, whose start followed the leader's
     finally:
         cluster.start(leader)
 
