@@ -78,8 +78,10 @@ def replicated_topic(cluster: RunningCluster, name: str, replication_factor: int
     brokers = [b.broker_id for b in cluster.spec.brokers
                if partition_dir(cluster, b.broker_id, name).is_dir()]
     assert len(brokers) == replication_factor
-    wait_until(lambda: all(len(segment_bases(cluster, b, name)) > 5 for b in brokers), 30,
-               f"every replica of {name} to roll several segments")
+    def caught_up() -> bool:
+        sizes = {sum(f.stat().st_size for f in partition_dir(cluster, b, name).glob("*.log")) for b in brokers}
+        return len(sizes) == 1 and all(len(segment_bases(cluster, b, name)) > 5 for b in brokers)
+    wait_until(caught_up, 30, f"every replica of {name} to hold the same bytes in several segments")
     return brokers
 
 
