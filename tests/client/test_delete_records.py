@@ -29,6 +29,7 @@ from tests.client.support import (
     fetch_request,
     leader_of,
     list_offsets_request,
+    metadata_request,
 )
 from tests.harness import RunningCluster, wait_until
 from traces import events as te
@@ -291,3 +292,32 @@ def test_the_cli_prints_the_low_watermark_per_partition_from_flags_or_kafkas_off
     assert earliest_offset(cluster, topic) == RECORDS
     code, out, err = records_cli(cluster, capsys, "--topic", topic, "--offset", str(RECORDS + 5))
     assert code == 1 and "OFFSET_OUT_OF_RANGE" in out and "high watermark" in err
+
+
+def live_brokers_of(cluster: RunningCluster, broker_id: int) -> set[int]:
+    with RawConnection(client_port(cluster, broker_id)) as connection:
+        return {b.node_id for b in connection.request(metadata_request([]), 8).brokers}
+
+
+def test_a_dead_follower_does_not_hold_the_low_watermark_and_follows_the_start_when_it_returns(cluster, admin):
+    topic = "delrec-dead-follower"
+    brokers = replicated_topic(cluster, topic)
+    leader = leader_of(cluster, topic)
+    follower = next(b for b in brokers if b != leader)
+    cluster.kill9(follower)
+    try:
+        # Kafka 2.8's low watermark counts the replicas on live brokers only: once the leader's metadata has the
+        # follower dead, the request does not wait for it
+        wait_until(lambda: follower not in live_brokers_of(cluster, leader), 30,
+                   f"broker {leader}'s metadata to have broker {follower} dead")
+        assert confluent_delete(admin, topic, 100).low_watermark == 100
+        assert 0 in segment_bases(cluster, follower, topic)  # its disk is as it was
+    finally:
+        cluster.start(follower)
+    # back, it fetches from where it was; the leader's answers carry the new log start, which it follows
+    wait_until(lambda: nothing_wholly_below(segment_bases(cluster, follower, topic), 100), 30,
+               f"broker {follower} to delete its segments below 100")
+    checkpoint = OffsetCheckpointFile(cluster.layout.broker_dir(follower) / "logs" / LOG_START_OFFSET_CHECKPOINT)
+    # another process: the files are renamed a moment before the checkpoint is written
+    wait_until(lambda: max(checkpoint.read().get((topic, 0), 0), segment_bases(cluster, follower, topic)[0]) == 100,
+               10, f"broker {follower}'s log start checkpoint to say 100")
