@@ -141,3 +141,12 @@ def test_a_waiting_delete_records_answers_not_leader_when_leadership_moves(tmp_p
     cluster.partition.make_follower(leadership(leader=FOLLOWER, leader_epoch=2))
     cluster.io.wake(TP, True)
     assert answers.only[TP].error == ErrorCode.not_leader_or_follower
+
+
+def test_a_zero_timeout_answers_request_timed_out_at_the_next_tick_unless_already_done(tmp_path):
+    cluster = Cluster(tmp_path)
+    answers = cluster.delete_records(7, timeout_ms=0)
+    cluster.io.delete_records_purgatory.advance_clock(T0 + 3)
+    assert (answers.only[TP].error, answers.only[TP].low_watermark) == (ErrorCode.request_timed_out, 0)
+    single = Cluster(tmp_path / "single", isr=(LEADER,), alive=(LEADER,))
+    assert single.delete_records(7, timeout_ms=0).only[TP].error == ErrorCode.none

@@ -40,6 +40,7 @@ RECORDS = 300
 OFFSET_OUT_OF_RANGE = 1
 UNKNOWN_TOPIC_OR_PARTITION = 3
 NOT_LEADER_OR_FOLLOWER = 6
+REQUEST_TIMED_OUT = 7
 POLICY_VIOLATION = 44
 # small segments, deleted files removed at once: a few hundred records roll a dozen segments
 TOPIC_CONFIG = {"segment.bytes": "4096", "file.delete.delay.ms": "0", "min.insync.replicas": "1"}
@@ -321,3 +322,20 @@ def test_a_dead_follower_does_not_hold_the_low_watermark_and_follows_the_start_w
     # another process: the files are renamed a moment before the checkpoint is written
     wait_until(lambda: max(checkpoint.read().get((topic, 0), 0), segment_bases(cluster, follower, topic)[0]) == 100,
                10, f"broker {follower}'s log start checkpoint to say 100")
+
+
+def test_a_request_that_times_out_answers_request_timed_out_and_a_repeat_completes(cluster):
+    topic = "delrec-timeout"
+    replicated_topic(cluster, topic)
+    port = client_port(cluster, leader_of(cluster, topic))
+    by_topic = [DeleteRecordsRequest.DeleteRecordsTopic(name=topic, partitions=[
+        DeleteRecordsRequest.DeleteRecordsTopic.DeleteRecordsPartition(partition_index=0, offset=60)])]
+    with RawConnection(port) as connection:
+        # no time for the followers to fetch: the leader moved its start, the low watermark is still 0
+        reply = connection.request(DeleteRecordsRequest(topics=by_topic, timeout_ms=0), 2)
+        answer = reply.topics[0].partitions[0]
+        assert (answer.error_code, answer.low_watermark) == (REQUEST_TIMED_OUT, 0)
+        assert earliest_offset(cluster, topic) == 60
+        reply = connection.request(DeleteRecordsRequest(topics=by_topic, timeout_ms=10000), 2)
+        answer = reply.topics[0].partitions[0]
+        assert (answer.error_code, answer.low_watermark) == (0, 60)
