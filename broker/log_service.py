@@ -188,6 +188,18 @@ class LogService:
     def delete(self, tp: TopicPartition) -> None:
         self.manager.delete_log(tp)
 
+    def log_start_moved(self, log_: Log, high_watermark: int) -> int:
+        """A replica's log start offset moved (DeleteRecords on the leader, the leader's start on a follower): the
+        whole segments below it are deleted now — Kafka leaves them to the next retention check, up to
+        log.retention.check.interval.ms later — and the log-start-offset checkpoint is written at once, so a
+        broker that crashes does not serve the deleted records again after a restart (Kafka writes it every
+        log.flush.start.offset.checkpoint.interval.ms). At once, not coalesced: a follower's next fetch tells the
+        leader its new start, so an acknowledged DeleteRecords is on every live replica's disk. Returns the
+        segments deleted."""
+        deleted = log_.delete_segments_below_log_start(high_watermark)
+        self.manager.checkpoint_log_start_offsets()
+        return deleted
+
     async def _periodic(self) -> None:
         last_checkpoint = last_high_watermarks = last_retention = time.monotonic()
         while True:

@@ -22,6 +22,7 @@ from broker.clientplane.kafka_apis import KafkaApis
 from broker.clientplane.network import SocketServer
 from broker.config import KafkaConfig, Listener
 from broker.group.manager import GroupMetadataManager
+from broker.log.errors import KafkaStorageError
 from broker.log.log_dir_failure_channel import LogDirFailureChannel
 from broker.config_change_listener import ConfigChangeListener
 from broker.dynamic_broker_config import BrokerConfigLayers
@@ -100,7 +101,8 @@ class KafkaServer:
         self.replica_io = ReplicaIO(
             self.replica_manager,
             known_in_metadata=lambda tp: tp in self.metadata_cache.partitions,
-            min_insync_replicas=lambda partition: partition.log.config.min_insync_replicas)
+            min_insync_replicas=lambda partition: partition.log.config.min_insync_replicas,
+            is_broker_alive=lambda broker_id: broker_id in self.metadata_cache.live_brokers)
         self.log_service = LogService(config.log_properties, config.all_log_dirs, self.zk,
                                       high_watermarks=self._high_watermarks_to_checkpoint,
                                       intervals=MaintenanceIntervals(
@@ -118,6 +120,7 @@ class KafkaServer:
             partition, "leader" if partition.is_leader else "follower")
         self.replica_io.on_follower_fetch = self.replication_tracer.follower_fetched
         self.replica_io.on_delayed_finished = self.replication_tracer.delayed_finished
+        self.replica_io.on_log_start_moved = lambda partition: self._log_start_moved(partition, "leader")
         self.fetcher_manager = ReplicaFetcherManager(
             FetcherSettings(broker_id=config.broker_id, max_wait_ms=config.replica_fetch_wait_max_ms,
                             min_bytes=config.replica_fetch_min_bytes,
@@ -127,7 +130,8 @@ class KafkaServer:
                             socket_timeout_ms=config.replica_socket_timeout_ms,
                             truncation_rule=config.replica_truncation_rule),
             self.trace, lambda broker_id: self.role_changes.cluster_address(broker_id),
-            lambda partition: self._trace_high_watermark(partition, "follower"))
+            lambda partition: self._trace_high_watermark(partition, "follower"),
+            on_log_start_moved=lambda partition: self._log_start_moved(partition, "follower"))
         self.role_changes = RoleChangeManager(
             config.broker_id, self.replica_manager, self.replica_io, self.fetcher_manager, self.log_service,
             self.trace, replica_lag_time_max_ms=config.replica_lag_time_max_ms, now_ms=self.now_ms,
@@ -256,7 +260,8 @@ class KafkaServer:
             log.info("metrics on %s", self.metrics_server.url)
 
         self._timers = [AsyncioTimer(self.replica_io.produce_purgatory.timer, self.loop),
-                        AsyncioTimer(self.replica_io.fetch_purgatory.timer, self.loop)]
+                        AsyncioTimer(self.replica_io.fetch_purgatory.timer, self.loop),
+                        AsyncioTimer(self.replica_io.delete_records_purgatory.timer, self.loop)]
         self.group_manager.start(self.loop)
         self.isr_manager.start()
         self._isr_expiration = self.loop.create_task(self._expire_isr_members(), name="isr-expiration")
@@ -341,6 +346,7 @@ class KafkaServer:
             isr_stats=self.isr_manager.stats, socket_server=self.socket_server, metadata_cache=self.metadata_cache,
             controller=self.controller, fetchers=self.fetcher_manager,
             purgatories=[self.replica_io.produce_purgatory, self.replica_io.fetch_purgatory,
+                         self.replica_io.delete_records_purgatory,
                          self.group_manager.coordinator.heartbeat_purgatory,
                          self.group_manager.coordinator.join_purgatory])
 
@@ -369,6 +375,18 @@ class KafkaServer:
             self.controller.put(controller_events.RegisterBrokerAndReelect())
 
     # --- replica roles ------------------------------------------------------------------------------------
+
+    def _log_start_moved(self, partition: Partition, role: str) -> None:
+        """DeleteRecords moved a leader's log start, or a follower's followed its leader's."""
+        try:
+            deleted = self.log_service.log_start_moved(partition.log, partition.high_watermark)
+        except KafkaStorageError:
+            deleted = 0  # on the log dir failure channel already; its handler takes the directory offline
+        self.trace.emit(te.LogStartOffsetIncremented, topic=partition.topic, partition=partition.partition,
+                        log_start_offset=partition.log.log_start_offset, log_end_offset=partition.log_end_offset,
+                        high_watermark=partition.high_watermark, role=role,
+                        reason="delete_records" if role == "leader" else "leader_log_start",
+                        segments_deleted=deleted)
 
     def _trace_high_watermark(self, partition: Partition, role: str) -> None:
         self.trace.emit(te.HighWatermarkUpdated, topic=partition.topic, partition=partition.partition,

@@ -129,6 +129,22 @@ def _parser() -> argparse.ArgumentParser:
     groups_sub = groups.add_subparsers(dest="groups_command")
     groups_sub.add_parser("describe", help="members, assignments, committed offsets and lag per partition"
                           ).add_argument("group")
+    groups_sub.add_parser("delete", help="delete groups without members, and their committed offsets (DeleteGroups)"
+                          ).add_argument("group", nargs="+")
+
+    records = sub.add_parser("records", help="`records delete`: delete a partition's records below an offset")
+    records_sub = records.add_subparsers(dest="records_command", required=True)
+    delete_records = records_sub.add_parser(
+        "delete", help="move partitions' log start offsets forward through DeleteRecords (kafka-delete-records.sh)",
+        description="Asks each partition's leader (DeleteRecords, confluent-kafka's AdminClient) to delete the "
+                    "records below the offset: consumers can no longer read them, and the segment files wholly "
+                    "below it go from every replica's disk. Prints each partition's new low watermark.")
+    delete_records.add_argument("--topic", default=None)
+    delete_records.add_argument("--partition", type=int, default=None, help="default 0")
+    delete_records.add_argument("--offset", type=int, default=None, help="the new first offset; -1: the high watermark")
+    delete_records.add_argument("--offset-json-file", type=Path, default=None, metavar="FILE",
+                                help='Kafka\'s format: {"partitions": [{"topic": "t", "partition": 0, "offset": 10}], '
+                                     '"version": 1}')
 
     config = sub.add_parser("config", help="a topic's or a broker's dynamic configuration: describe, set, delete "
                                            "(live, no restart)",
@@ -437,12 +453,21 @@ def _working(what: str) -> AbstractContextManager:
 
 
 def _groups(args: argparse.Namespace, data_dir: Path) -> int:
-    from cluster.groups import describe_group, list_groups
+    from cluster.groups import delete_groups, describe_group, list_groups
 
     spec = ClusterLayout(data_dir).load()
     if args.groups_command == "describe":
         return describe_group(spec.bootstrap_servers, args.group)
+    if args.groups_command == "delete":
+        return delete_groups(spec.bootstrap_servers, args.group)
     return list_groups(spec.bootstrap_servers)
+
+
+def _records(args: argparse.Namespace, data_dir: Path) -> int:
+    from cluster.records import delete, offsets_from
+
+    offsets = offsets_from(args.topic, args.partition, args.offset, args.offset_json_file)
+    return delete(ClusterLayout(data_dir).load().bootstrap_servers, offsets)
 
 
 def _status(args: argparse.Namespace, data_dir: Path) -> int:
@@ -555,6 +580,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, Path], int]] = {
     "connect": _docker_only,
     "net": _net,
     "groups": _groups,
+    "records": _records,
     "bench": bench_command.run,
     "chaos": _chaos,
     "traces": _traces,

@@ -154,3 +154,26 @@ def describe_group(bootstrap: str, group: str) -> int:
     _print(_table(["TOPIC", "PARTITION", "COMMITTED", "HIGH-WATERMARK", "LAG", "OWNER"], rows) if rows
            else "no committed offsets and no assigned partitions")
     return 0
+
+
+def delete_groups(bootstrap: str, groups: list[str]) -> int:
+    """DeleteGroups at each group's coordinator (confluent-kafka's delete_consumer_groups), like
+    kafka-consumer-groups.sh --delete --group G: a group without members goes with its committed offsets. Returns 0
+    when every group was deleted, 1 otherwise."""
+    admin = _admin(bootstrap)
+    try:
+        futures = admin.delete_consumer_groups(list(dict.fromkeys(groups)), request_timeout=TIMEOUT_S)
+    except KafkaException as exc:
+        raise ClusterError(f"DeleteGroups failed: {exc.args[0]}; is the cluster up (`kafkasim status`)?") from None
+    failed = 0
+    for group in dict.fromkeys(groups):
+        try:
+            futures[group].result(TIMEOUT_S)
+            print(f"deleted group {group}")
+        except KafkaException as exc:
+            failed += 1
+            error = exc.args[0]
+            advice = {"NON_EMPTY_GROUP": ": it has members; stop its consumers first",
+                      "GROUP_ID_NOT_FOUND": ": no such group; `kafkasim groups` lists them"}.get(error.name(), "")
+            print(f"group {group} not deleted: {error.name()}{advice}", file=sys.stderr)
+    return 1 if failed else 0

@@ -273,6 +273,21 @@ class FollowerFetchStateUpdated(TraceEvent):
     coalesced: int = 0   # updates folded into this one since the previous event for this replica
 
 
+class LogStartOffsetIncremented(TraceEvent):
+    """A replica's log start offset moved forward: on the leader by DeleteRecords, on a follower because the
+    leader's did (learnt from a fetch). Whole segments below it were deleted from disk at once."""
+
+    event: Literal["log_start_offset_incremented"] = "log_start_offset_incremented"
+    topic: str
+    partition: int
+    log_start_offset: int
+    log_end_offset: int
+    high_watermark: int
+    role: Literal["leader", "follower"]
+    reason: Literal["delete_records", "leader_log_start"]
+    segments_deleted: int
+
+
 class FetchServed(TraceEvent):
     """Replica fetches a leader answered for one follower, summed over a coalescing interval."""
 
@@ -291,7 +306,7 @@ class DelayedOperationFinished(TraceEvent):
     summed over the coalescing interval."""
 
     event: Literal["delayed_operation_finished"] = "delayed_operation_finished"
-    purgatory: Literal["Produce", "Fetch"]
+    purgatory: Literal["Produce", "Fetch", "DeleteRecords"]
     outcome: Literal["completed", "expired"]
     count: int
     waited_on: list[str]  # "topic-partition"s of an expired produce; empty for summed ones
@@ -347,7 +362,8 @@ AnyTraceEvent = Annotated[
     | TopicConfigChanged | BrokerConfigChanged
     | ControlRequestReceived | ControlRequestApplied | ReplicaRoleChanged | ControlledShutdownStep | BrokerStopped
     | LogDirFailed | ProduceAcknowledged | IsrChanged | FollowerTruncated | HighWatermarkUpdated
-    | FollowerFetchStateUpdated | FetchServed | DelayedOperationFinished | GroupStateChanged | FaultInjected
+    | FollowerFetchStateUpdated | LogStartOffsetIncremented | FetchServed | DelayedOperationFinished
+    | GroupStateChanged | FaultInjected
     | ScenarioStep | TraceEventsDropped,
     Field(discriminator="event"),
 ]

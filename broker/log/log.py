@@ -553,8 +553,9 @@ class Log:
     def maybe_increment_log_start_offset(self, new_log_start_offset: int) -> bool:
         """DeleteRecords, or a follower catching up with the leader's log start offset.
 
-        Whole segments below it go at the next :meth:`delete_old_segments`. The caller enforces Kafka's
-        bound of the high watermark; the log only refuses offsets beyond its end.
+        Whole segments below it go at :meth:`delete_segments_below_log_start` or the next
+        :meth:`delete_old_segments`. The caller enforces Kafka's bound of the high watermark; the log only
+        refuses offsets beyond its end.
         """
         if new_log_start_offset > self._log_end_offset:
             raise OffsetOutOfRangeError(
@@ -588,6 +589,27 @@ class Log:
         if self._segments[0].base_offset > self._log_start_offset:
             self._log_start_offset = self._segments[0].base_offset
             self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
+        self.delete_expired_files()
+        return count
+
+    @_storage_guarded("deleting segments of")
+    def delete_segments_below_log_start(self, high_watermark: int) -> int:
+        """Kafka's deleteLogStartOffsetBreachedSegments alone: every whole segment whose records all lie below
+        the log start offset (the next segment starts at or below it), never one holding the high watermark or
+        the active segment. Returns segments deleted (renamed ``.deleted``, removed after file.delete.delay.ms)."""
+        count, reasons = deletable_segments(
+            self._segments,
+            log_end_offset=self._log_end_offset,
+            high_watermark=high_watermark,
+            log_start_offset=self._log_start_offset,
+            retention_ms=-1,
+            retention_bytes=-1,
+            now_ms=self._clock(),
+        )
+        if count == 0:
+            return 0
+        log.info("%s-%d: %s", self.topic, self.partition, "; ".join(reasons))
+        self._remove_segments(self._segments[:count])
         self.delete_expired_files()
         return count
 

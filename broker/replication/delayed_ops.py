@@ -1,5 +1,6 @@
-"""DelayedProduce and DelayedFetch (Kafka's DelayedProduce.scala and DelayedFetch.scala): an acks=all
-produce waits until the high watermark passes its batches; a fetch waits for min_bytes or max_wait_ms."""
+"""DelayedProduce, DelayedFetch and DelayedDeleteRecords (Kafka's DelayedProduce.scala, DelayedFetch.scala and
+DelayedDeleteRecords.scala): an acks=all produce waits until the high watermark passes its batches; a fetch waits
+for min_bytes or max_wait_ms; a DeleteRecords waits until the low watermark reaches the offsets it asked for."""
 
 from __future__ import annotations
 
@@ -73,6 +74,65 @@ class DelayedProduce(DelayedOperation):
     def on_expiration(self) -> None:
         if self._on_finished is not None:
             self._on_finished("Produce", True, [tp for tp, s in self.statuses.items() if s.acks_pending])
+
+
+@dataclass
+class DeleteRecordsPartitionStatus:
+    """One partition of a DeleteRecords request: the offset its log start must reach, and the answer so far."""
+
+    error: ErrorCode
+    low_watermark: int = -1  # Kafka's INVALID_LOW_WATERMARK until known
+    required_offset: int = -1
+    acks_pending: bool = False
+    error_message: str | None = None
+
+
+LowWatermark = Callable[[TopicPartition], int]  # the leader's low watermark; raises PartitionError
+
+
+class DelayedDeleteRecords(DelayedOperation):
+    """Done when, for every partition, the low watermark (the smallest log start offset among the live replicas)
+    has reached the requested offset or the partition answers an error (the leader moved); at the timeout the
+    partitions still waiting answer REQUEST_TIMED_OUT with the low watermark known when the request arrived."""
+
+    def __init__(self, timeout_ms: int, statuses: dict[TopicPartition, DeleteRecordsPartitionStatus],
+                 low_watermark: LowWatermark,
+                 respond: Callable[[dict[TopicPartition, DeleteRecordsPartitionStatus]], None],
+                 on_finished: FinishedListener | None = None) -> None:
+        super().__init__(timeout_ms)
+        self.statuses = statuses
+        self._low_watermark = low_watermark
+        self._respond = respond
+        self._on_finished = on_finished
+        for status in statuses.values():
+            if status.acks_pending:
+                status.error = ErrorCode.request_timed_out  # what an expiry answers
+
+    def try_complete(self) -> bool:
+        for tp, status in self.statuses.items():
+            if not status.acks_pending:
+                continue
+            try:
+                low = self._low_watermark(tp)
+            except PartitionError as exc:
+                status.acks_pending, status.error, status.low_watermark = False, exc.error_code, -1
+                status.error_message = str(exc)
+                continue
+            if low >= status.required_offset:
+                status.acks_pending, status.error, status.low_watermark = False, ErrorCode.none, low
+        if any(status.acks_pending for status in self.statuses.values()):
+            return False
+        completed = self.force_complete()
+        if completed and self._on_finished is not None:
+            self._on_finished("DeleteRecords", False, list(self.statuses))
+        return completed
+
+    def on_complete(self) -> None:
+        self._respond(self.statuses)
+
+    def on_expiration(self) -> None:
+        if self._on_finished is not None:
+            self._on_finished("DeleteRecords", True, [tp for tp, s in self.statuses.items() if s.acks_pending])
 
 
 @dataclass

@@ -9,6 +9,7 @@ write to ZooKeeper and confirm.
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
@@ -18,6 +19,7 @@ from broker.replication.producer_state import Decision, ProducerStateManager, in
 from broker.replication.replica_log import AppendInfo, LogRegion, ReplicaLog
 
 NO_EPOCH = -1  # a request that does not name the leader epoch it expects (before KIP-320)
+DELETE_TO_HIGH_WATERMARK = -1  # DeleteRecords' offset meaning "everything committed"
 
 
 class PartitionError(Exception):
@@ -274,6 +276,32 @@ class Partition:
         follower.update_fetch_state(fetch_offset, follower_log_start_offset, leader_log_end_offset, now_ms)
         return self.maybe_increment_high_watermark(now_ms)
 
+    # --- leader: DeleteRecords -----------------------------------------------------------------------
+
+    def delete_records_on_leader(self, offset: int) -> int:
+        """Kafka's deleteRecordsOnLeader: the log start moves to ``offset`` (-1: the high watermark), never past
+        the high watermark, so only committed records are deleted. Returns the offset the start was asked to
+        reach; the request is done once the low watermark gets there."""
+        self._require_leader()
+        requested = self.high_watermark if offset == DELETE_TO_HIGH_WATERMARK else offset
+        if requested < 0 or requested > self.high_watermark:
+            raise PartitionError(ErrorCode.offset_out_of_range,
+                                 f"cannot delete records of {self.topic}-{self.partition} up to offset {requested}: "
+                                 f"it must lie between 0 and the high watermark {self.high_watermark}")
+        self.log.maybe_increment_log_start_offset(requested)
+        return requested
+
+    def low_watermark(self, is_alive: Callable[[int], bool]) -> int:
+        """Kafka 2.8's lowWatermarkIfLeader: the smallest log start offset among the leader and every replica on a
+        live broker, in the ISR or not. A follower not heard from in this leader's time counts as -1 (unknown),
+        so a DeleteRecords waits for its first fetch."""
+        self._require_leader()
+        low = self.log.log_start_offset
+        for follower in self.followers.values():
+            if follower.log_start_offset < low and is_alive(follower.broker_id):
+                low = follower.log_start_offset
+        return low
+
     def isr_to_expand(self, follower_id: int) -> IsrProposal | None:
         """Kafka 2.1+: a follower joins once it reaches both the HW and the start of this leader epoch,
         so it cannot be elected without the previous leader's committed tail."""
@@ -355,11 +383,13 @@ class Partition:
         self.update_follower_high_watermark(leader_high_watermark, leader_log_start_offset)
         return info
 
-    def update_follower_high_watermark(self, leader_high_watermark: int, leader_log_start_offset: int) -> None:
-        # A follower's HW is the leader's, capped by what it has itself.
+    def update_follower_high_watermark(self, leader_high_watermark: int, leader_log_start_offset: int) -> bool:
+        """A follower's HW is the leader's, capped by what it has itself; its log start follows the leader's
+        (DeleteRecords, retention there), never past its own HW. Returns whether the log start moved."""
         self.high_watermark = max(self.log.log_start_offset, min(leader_high_watermark, self.log.log_end_offset))
         if leader_log_start_offset > self.log.log_start_offset:
-            self.log.maybe_increment_log_start_offset(min(leader_log_start_offset, self.high_watermark))
+            return self.log.maybe_increment_log_start_offset(min(leader_log_start_offset, self.high_watermark))
+        return False
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """We fell off the leader's log start: nothing we hold is useful any more."""

@@ -55,12 +55,14 @@ class PartitionFetchState:
 
 class ReplicaFetcher:
     def __init__(self, leader_id: int, address: str, settings: FetcherSettings, trace: TraceWriter,
-                 on_follower_progress: Callable[[Partition], None]) -> None:
+                 on_follower_progress: Callable[[Partition], None],
+                 on_log_start_moved: Callable[[Partition], None] = lambda partition: None) -> None:
         self.leader_id = leader_id
         self.address = address
         self.settings = settings
         self.trace = trace
         self._on_progress = on_follower_progress
+        self._on_log_start_moved = on_log_start_moved
         self.partitions: dict[TopicPartition, PartitionFetchState] = {}
         self._wake = asyncio.Event()
         self._channel = grpc.aio.insecure_channel(
@@ -218,7 +220,7 @@ class ReplicaFetcher:
         partition = state.partition
         code = data.error_code
         if code == ErrorCode.none.value:
-            before_hw = partition.high_watermark
+            before_hw, before_start = partition.high_watermark, partition.log.log_start_offset
             try:
                 if data.records:
                     partition.append_records_to_follower(data.records, data.high_watermark, data.log_start_offset)
@@ -233,6 +235,9 @@ class ReplicaFetcher:
             state.lag = max(0, data.high_watermark - partition.log_end_offset)
             if partition.high_watermark != before_hw or data.records:
                 self._on_progress(partition)
+            if partition.log.log_start_offset != before_start:
+                # the leader's log start moved (DeleteRecords): ours followed, the segments below it go
+                self._on_log_start_moved(partition)
             return
         if code == ErrorCode.offset_out_of_range.value:
             # Our LEO is outside the leader's log: above its end (truncate to it) or below its start (restart there).
@@ -259,11 +264,13 @@ class ReplicaFetcherManager:
     """Keeps one fetcher per leader broker, adding and removing partitions as LeaderAndIsr decides."""
 
     def __init__(self, settings: FetcherSettings, trace: TraceWriter,
-                 address_of: Callable[[int], str | None], on_follower_progress: Callable[[Partition], None]) -> None:
+                 address_of: Callable[[int], str | None], on_follower_progress: Callable[[Partition], None],
+                 on_log_start_moved: Callable[[Partition], None] = lambda partition: None) -> None:
         self.settings = settings
         self.trace = trace
         self._address_of = address_of
         self._on_progress = on_follower_progress
+        self._on_log_start_moved = on_log_start_moved
         self.fetchers: dict[int, ReplicaFetcher] = {}
 
     def set_truncation_rule(self, rule: TruncationRule) -> None:
@@ -287,7 +294,7 @@ class ReplicaFetcherManager:
             if fetcher is not None:
                 asyncio.get_running_loop().create_task(fetcher.close())
             fetcher = self.fetchers[leader] = ReplicaFetcher(leader, address, self.settings, self.trace,
-                                                             self._on_progress)
+                                                             self._on_progress, self._on_log_start_moved)
         fetcher.add(partition)
         return True
 

@@ -17,8 +17,10 @@ from broker.metrics.topic_stats import BrokerTopicStats
 from broker.purgatory.purgatory import DelayedOperationPurgatory, TopicPartitionOperationKey
 from broker.replication.control_fencing import check_control_request
 from broker.replication.delayed_ops import (
+    DelayedDeleteRecords,
     DelayedFetch,
     DelayedProduce,
+    DeleteRecordsPartitionStatus,
     FetchParams,
     FetchPartitionResult,
     ProducePartitionStatus,
@@ -118,18 +120,22 @@ class ReplicaManager:
 
 
 class ReplicaIO:
-    """Produce and fetch through the Partitions hosted here, with the acks=all and long-poll purgatories."""
+    """Produce, fetch and DeleteRecords through the Partitions hosted here, with the acks=all, long-poll and
+    delete-records purgatories."""
 
     def __init__(self, manager: ReplicaManager, *,
                  known_in_metadata: Callable[[TopicPartition], bool],
                  min_insync_replicas: Callable[[Partition], int],
-                 on_isr_proposal: Callable[[IsrProposal], None] | None = None) -> None:
+                 on_isr_proposal: Callable[[IsrProposal], None] | None = None,
+                 is_broker_alive: Callable[[int], bool] = lambda broker_id: True) -> None:
         self.manager = manager
         self.hosted: dict[TopicPartition, Partition] = {}
         # replicas in an offline log directory (Kafka's HostedPartition.Offline), until the process ends
         self.offline: set[TopicPartition] = set()
         self.produce_purgatory = DelayedOperationPurgatory("Produce")
         self.fetch_purgatory = DelayedOperationPurgatory("Fetch")
+        self.delete_records_purgatory = DelayedOperationPurgatory("DeleteRecords")
+        self._is_broker_alive = is_broker_alive
         self.topic_stats = BrokerTopicStats()
         self._known_in_metadata = known_in_metadata
         self._min_insync = min_insync_replicas
@@ -138,6 +144,8 @@ class ReplicaIO:
         # tracing hooks: (partition, follower, HW moved, follower LEO before the fetch); (purgatory, expired, keys)
         self.on_follower_fetch: Callable[[Partition, int, bool, int], None] = lambda *args: None
         self.on_delayed_finished: Callable[[str, bool, list[TopicPartition]], None] = lambda *args: None
+        # a leader's log start moved by DeleteRecords: its segments below go, the checkpoint is written, traced
+        self.on_log_start_moved: Callable[[Partition], None] = lambda partition: None
 
     # --- lookup -------------------------------------------------------------------------------------
 
@@ -169,6 +177,7 @@ class ReplicaIO:
             if partition is not None:
                 self.on_high_watermark(partition)
             self.produce_purgatory.check_and_complete(key)
+            self.delete_records_purgatory.check_and_complete(key)
         self.fetch_purgatory.check_and_complete(key)
 
     # --- produce ------------------------------------------------------------------------------------
@@ -226,6 +235,40 @@ class ReplicaIO:
                                       log_start_offset=info.log_start_offset,
                                       required_offset=info.last_offset + 1)
 
+    # --- delete records -----------------------------------------------------------------------------
+
+    def delete_records(self, offsets: dict[TopicPartition, int], timeout_ms: int, now_ms: int,
+                       respond: Callable[[dict[TopicPartition, DeleteRecordsPartitionStatus]], None]) -> None:
+        """Kafka's ReplicaManager.deleteRecords: each leader moves its log start offset at once (-1: to the high
+        watermark); the answer waits in the delete-records purgatory until the low watermark reaches every
+        requested offset, or the timeout."""
+        statuses: dict[TopicPartition, DeleteRecordsPartitionStatus] = {}
+        for tp, offset in offsets.items():
+            try:
+                partition = self.partition_or_error(tp)
+                start_before = partition.log.log_start_offset
+                requested = partition.delete_records_on_leader(offset)
+            except PartitionError as exc:
+                statuses[tp] = DeleteRecordsPartitionStatus(exc.error_code, error_message=str(exc))
+                continue
+            except (OffsetOutOfRangeError, KafkaStorageError) as exc:
+                statuses[tp] = DeleteRecordsPartitionStatus(exc.error_code, error_message=str(exc))
+                continue
+            if partition.log.log_start_offset != start_before:
+                self.on_log_start_moved(partition)
+            statuses[tp] = DeleteRecordsPartitionStatus(ErrorCode.none, low_watermark=self._low_watermark(tp),
+                                                        required_offset=requested, acks_pending=True)
+        if not any(status.acks_pending for status in statuses.values()):
+            respond(statuses)
+            return
+        operation = DelayedDeleteRecords(timeout_ms, statuses, self._low_watermark, respond,
+                                         on_finished=self.on_delayed_finished)
+        keys = [TopicPartitionOperationKey(*tp) for tp in offsets]
+        self.delete_records_purgatory.try_complete_else_watch(operation, keys, now_ms)
+
+    def _low_watermark(self, tp: TopicPartition) -> int:
+        return self.leader_partition(tp).low_watermark(self._is_broker_alive)
+
     # --- fetch --------------------------------------------------------------------------------------
 
     def fetch_messages(self, params: FetchParams, now_ms: int,
@@ -276,11 +319,16 @@ class ReplicaIO:
                     continue  # a diverged follower: it truncates first, its LEO means nothing yet
                 follower = partition.followers.get(params.replica_id)
                 previous_leo = follower.log_end_offset if follower is not None else -1
+                previous_start = follower.log_start_offset if follower is not None else -1
                 moved = partition.update_follower_fetch_state(params.replica_id, request.fetch_offset,
                                                               request.log_start_offset, partition.log_end_offset,
                                                               now_ms)
             except PartitionError:
                 continue
+            if request.log_start_offset != previous_start:
+                # the follower's log start moved (it followed ours): the low watermark may have reached a
+                # waiting DeleteRecords (Kafka's leaderLWIncremented)
+                self.delete_records_purgatory.check_and_complete(TopicPartitionOperationKey(*tp))
             self.on_follower_fetch(partition, params.replica_id, moved, previous_leo)
             proposal = partition.isr_to_expand(params.replica_id)
             if proposal is not None:

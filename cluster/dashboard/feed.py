@@ -97,6 +97,9 @@ SENTENCES: dict[type[te.TraceEvent], Callable] = {
     te.IsrChanged: _isr_changed,
     te.FollowerTruncated: lambda e: (f"broker {e.broker_id} truncated {e.topic}-{e.partition} from offset "
                                      f"{e.from_offset} to {e.to_offset} ({e.rule}, leader {e.leader})"),
+    te.LogStartOffsetIncremented: lambda e: (f"broker {e.broker_id} moved the start of {e.topic}-{e.partition} "
+                                             f"to offset {e.log_start_offset} ({e.role}), "
+                                             f"{e.segments_deleted} segment(s) deleted"),
     te.ControlledShutdownStep: lambda e: (f"broker {e.broker_id} controlled shutdown {e.phase}"
                                           + (f", {e.remaining_partitions} partitions left"
                                              if e.remaining_partitions else "")),

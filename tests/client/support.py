@@ -18,6 +18,7 @@ from kafka.protocol.admin import (
     CreatePartitionsResponse,
     CreateTopicsResponse,
     DeleteGroupsResponse,
+    DeleteRecordsResponse,
     DeleteTopicsResponse,
     DescribeClusterResponse,
     DescribeConfigsResponse,
@@ -50,7 +51,8 @@ _SIZE = struct.Struct(">i")
 # The response class of every API the broker serves, by API key, from kafka-python (the oracle).
 RESPONSES: dict[int, type[ApiMessage]] = {
     0: ProduceResponse, 1: FetchResponse, 2: ListOffsetsResponse, 3: MetadataResponse, 18: ApiVersionsResponse,
-    19: CreateTopicsResponse, 20: DeleteTopicsResponse, 22: InitProducerIdResponse, 35: DescribeLogDirsResponse,
+    19: CreateTopicsResponse, 20: DeleteTopicsResponse, 21: DeleteRecordsResponse, 22: InitProducerIdResponse,
+    35: DescribeLogDirsResponse,
     37: CreatePartitionsResponse, 42: DeleteGroupsResponse, 43: ElectLeadersResponse, 47: OffsetDeleteResponse,
     60: DescribeClusterResponse, 32: DescribeConfigsResponse, 33: AlterConfigsResponse,
     44: IncrementalAlterConfigsResponse,

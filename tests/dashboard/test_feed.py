@@ -46,6 +46,13 @@ def test_a_fault_from_the_tools_is_in_the_feed():
     assert sentence(event) == "fault: sigkill broker 2 (pid 99)"
 
 
+def test_a_moved_log_start_says_where_and_how_many_segments_went():
+    event = te.LogStartOffsetIncremented(broker_id=2, topic="orders", partition=0, log_start_offset=120,
+                                         log_end_offset=300, high_watermark=300, role="follower",
+                                         reason="leader_log_start", segments_deleted=3)
+    assert sentence(event) == "broker 2 moved the start of orders-0 to offset 120 (follower), 3 segment(s) deleted"
+
+
 def test_high_rate_events_are_left_out():
     event = te.HighWatermarkUpdated(broker_id=1, topic="t", partition=0, high_watermark=5, log_end_offset=5,
                                     role="leader")

@@ -51,3 +51,30 @@ def test_groups_lists_the_group_and_describe_shows_members_offsets_and_lag(share
 def test_describing_a_group_that_does_not_exist_says_so(shared_cluster, capsys):
     code, out, err = run(shared_cluster, capsys, "describe", "no-such-group")
     assert code == 2 and "consumer group 'no-such-group' does not exist" in err and out == ""
+
+
+def test_groups_delete_removes_an_empty_group_and_refuses_one_with_members(shared_cluster, capsys):
+    topic = "cli-delete-orders"
+    bootstrap = shared_cluster.spec.bootstrap_servers
+    make_topic(shared_cluster, topic, 1, 3)
+    produce(bootstrap, topic, {0: 3})
+    members = {}
+    for group in ("cli-delete-empty", "cli-delete-busy"):
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+                             "enable.auto.commit": False})
+        consumer.subscribe([topic])
+        assert len(consume(consumer, 3)) == 3
+        consumer.commit(asynchronous=False)
+        members[group] = consumer
+    members.pop("cli-delete-empty").close()
+    try:
+        code, out, err = run(shared_cluster, capsys, "delete", "cli-delete-empty", "cli-delete-busy", "cli-no-group")
+        assert code == 1
+        assert "deleted group cli-delete-empty" in out
+        assert "group cli-delete-busy not deleted: NON_EMPTY_GROUP: it has members" in err
+        assert "group cli-no-group not deleted: GROUP_ID_NOT_FOUND" in err
+        code, out, _ = run(shared_cluster, capsys)
+        listed = {line.split()[0] for line in out.splitlines()[1:] if line.strip()}
+        assert "cli-delete-empty" not in listed and "cli-delete-busy" in listed
+    finally:
+        members.pop("cli-delete-busy").close()

@@ -29,6 +29,7 @@ class ApiKey(enum.IntEnum):
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
+    DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
     DESCRIBE_CONFIGS = 32
@@ -80,6 +81,8 @@ _RANGES = (
     VersionRange(ApiKey.API_VERSIONS, 0, 3, 3),
     VersionRange(ApiKey.CREATE_TOPICS, 2, 4, 5),
     VersionRange(ApiKey.DELETE_TOPICS, 1, 3, 4),
+    # v1 only says the response may be throttled; v2 is flexible (what librdkafka and kafka-python 3 send)
+    VersionRange(ApiKey.DELETE_RECORDS, 0, 2, 2),
     # Mandatory: kafka-python 3 producers are idempotent by default and fail without it.
     VersionRange(ApiKey.INIT_PRODUCER_ID, 0, 1, 2),
     VersionRange(ApiKey.OFFSET_FOR_LEADER_EPOCH, 2, 3, 4),
