@@ -92,6 +92,29 @@ class ReplicaLeaderElection:
 
 
 @dataclass(frozen=True)
+class ApiPartitionReassignment:
+    """AlterPartitionReassignments: each partition's target replicas, None to cancel. ``reply`` gets, per partition,
+    None (started) or reassignment.Refused."""
+
+    reassignments: tuple[tuple[tuple[str, int], tuple[int, ...] | None], ...]
+    reply: asyncio.Future = field(compare=False)
+
+
+@dataclass(frozen=True)
+class ListPartitionReassignments:
+    """ListPartitionReassignments (``partitions`` None: all); ``reply`` gets the partitions being moved with their
+    reassignment.ReplicaAssignment."""
+
+    partitions: tuple[tuple[str, int], ...] | None
+    reply: asyncio.Future = field(compare=False)
+
+
+@dataclass(frozen=True)
+class ZkPartitionReassignment:
+    """/admin/reassign_partitions was created (the legacy path), or the controller's look at failover."""
+
+
+@dataclass(frozen=True)
 class Shutdown:
     pass
 
@@ -99,4 +122,5 @@ class Shutdown:
 ControllerEvent = (Startup | Reelect | ControllerChange | Expire | RegisterBrokerAndReelect | BrokerChange
                    | TopicChange | PartitionModifications | TopicDeletion | IsrChangeNotification | TopicConfigChange
                    | ControlledShutdown
-                   | AutoPreferredReplicaLeaderElection | ReplicaLeaderElection | Shutdown)
+                   | AutoPreferredReplicaLeaderElection | ReplicaLeaderElection | ApiPartitionReassignment
+                   | ListPartitionReassignments | ZkPartitionReassignment | Shutdown)

@@ -90,6 +90,9 @@ SENTENCES: dict[type[te.TraceEvent], Callable] = {
     te.TopicCreated: lambda e: f"topic {e.topic} created with {len(e.assignment)} partitions",
     te.PartitionsAdded: lambda e: f"topic {e.topic}: partitions {', '.join(map(str, sorted(e.assignment)))} added",
     te.TopicDeleted: lambda e: f"topic {e.topic} deleted",
+    te.PartitionReassignmentStep: lambda e: (f"reassignment of {e.topic}-{e.partition} {e.phase}: replicas "
+                                             f"{e.replicas}, adding {e.adding_replicas}, removing "
+                                             f"{e.removing_replicas}"),
     te.TopicConfigChanged: lambda e: (f"broker {e.broker_id} applied topic {e.topic}'s config "
                                       f"{e.topic_overrides or '(no overrides)'} to {e.local_logs} local logs"),
     te.IsrChanged: _isr_changed,
