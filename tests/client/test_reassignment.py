@@ -25,6 +25,7 @@ from kafka.errors import (
 )
 from kafka.protocol.admin import AlterPartitionReassignmentsRequest, ListPartitionReassignmentsRequest
 
+from cluster.cli import main
 from tests.client.support import RESPONSES, RawConnection, bootstrap, client_port, confluent_consume
 from tests.harness import RunningCluster, start_cluster, wait_until, zk_call, znode_json
 from traces import events as te
@@ -286,3 +287,24 @@ def test_a_reassignment_in_progress_is_resumed_by_the_next_controller(cluster):
         assert resumed and "resumed at failover" in resumed[0].detail
     finally:
         cluster.start(old)
+
+
+def test_cli_moves_lists_and_cancels_with_one_line_per_partition(cluster, capsys):
+    topic = "cli-moved"
+    original, target, added, removed = plan_move(cluster)
+    make_topic(cluster, topic, original)
+    cli = ["--data-dir", str(cluster.data_dir), "reassign"]
+    with Paused(cluster, added):
+        assert main([*cli, f"{topic}/0", "--replicas", ",".join(map(str, target))]) == 0
+        assert capsys.readouterr().out.splitlines()[1].startswith(f"{topic}/0  started: moving to ")
+        assert main([*cli, "--status"]) == 0
+        rows = capsys.readouterr().out.splitlines()
+        assert rows[1].split() == [f"{topic}/0", ",".join(map(str, [*target, removed])), str(added), str(removed)]
+        assert main([*cli, f"{topic}/0", "--cancel"]) == 0
+        assert "cancelled" in capsys.readouterr().out
+    assert main([*cli, "--status"]) == 0
+    assert "no partition reassignment in progress" in capsys.readouterr().out
+    assert main([*cli, f"{topic}/0", "--replicas", "1,2,99"]) == 1
+    assert "InvalidReplicationAssignmentError (39)" in capsys.readouterr().out
+    assert main([*cli, f"{topic}/0"]) == 2
+    assert "--replicas" in capsys.readouterr().err
