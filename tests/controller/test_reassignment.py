@@ -162,3 +162,14 @@ def test_a_topic_being_reassigned_waits_to_be_deleted():
     ctx.adding_replicas.clear()
     ctx.removing_replicas.clear()
     assert decide_topic_deletion(ctx, ["t"], delete_topic_enable=True).ready == ["t"]
+
+
+def test_the_automatic_preferred_election_waits_while_a_partition_is_being_reassigned():
+    from controller.preferred_election import auto_rebalance_candidates
+
+    ctx = context(live=(1, 2, 3, 4), assignments={"t": {0: [1, 2, 3], 1: [1, 2, 3]}},
+                  states={TP: (2, [1, 2, 3], 5), ("t", 1): (2, [1, 2, 3], 5)})
+    assert auto_rebalance_candidates(ctx, 10) == [TP, ("t", 1)]
+    ctx.assignments["t"][1] = [2, 3, 4, 1]
+    ctx.adding_replicas[("t", 1)], ctx.removing_replicas[("t", 1)] = [4], [1]
+    assert auto_rebalance_candidates(ctx, 10) == []
