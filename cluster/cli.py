@@ -167,6 +167,8 @@ def _parser() -> argparse.ArgumentParser:
     reassign.add_argument("--replicas", metavar="B1,B2,...", help="the target replicas, preferred leader first")
     reassign.add_argument("--cancel", action="store_true", help="cancel the partition's reassignment in progress")
     reassign.add_argument("--status", action="store_true", help="list the reassignments in progress")
+    reassign.add_argument("--bootstrap-server", default=None, metavar="HOST:PORT,...",
+                          help="the brokers to ask first (default: every broker of the cluster in --data-dir)")
 
     kill = sub.add_parser("kill", help="send a signal to a broker: by id, the controller, or a partition's leader")
     target = kill.add_mutually_exclusive_group(required=True)
@@ -519,8 +521,8 @@ def _leaders(args: argparse.Namespace, data_dir: Path) -> int:
 def _reassign(args: argparse.Namespace, data_dir: Path) -> int:
     from cluster.reassign import run
 
-    return run(ClusterLayout(data_dir).load().bootstrap_servers, args.partition, args.replicas, args.status,
-               args.cancel)
+    bootstrap = args.bootstrap_server or ClusterLayout(data_dir).load().bootstrap_servers
+    return run(bootstrap, args.partition, args.replicas, args.status, args.cancel)
 
 
 def _config(args: argparse.Namespace, data_dir: Path) -> int:

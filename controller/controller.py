@@ -194,6 +194,8 @@ class KafkaController:
                 await self._on_controlled_shutdown(event)
             case ev.ReplicaLeaderElection():
                 await self._on_replica_leader_election(event)
+            case ev.ApiPartitionReassignment() | ev.ListPartitionReassignments() if not self.is_active:
+                event.reply.set_exception(ControllerMovedError("not the active controller"))
             case ev.ApiPartitionReassignment():
                 await self._on_api_partition_reassignment(event)
             case ev.ListPartitionReassignments():
@@ -240,8 +242,9 @@ class KafkaController:
 
     def _reassign_partitions_watch(self, event: WatchedEvent) -> None:
         # Kafka's PartitionReassignmentHandler acts on creation only: the controller's own rewrites of the znode
-        # (partitions done) must not start those left over again; any other event only re-arms the watch
-        if event.type == EventType.CREATED:
+        # (partitions done) must not start those left over again; any other event only re-arms the watch. A lost
+        # connection (NONE) may have hidden a creation: that look starts only partitions not moving already.
+        if event.type in (EventType.CREATED, EventType.NONE):
             self.put(ev.ZkPartitionReassignment())
         else:
             asyncio.get_running_loop().create_task(self._arm_reassign_partitions_watch())

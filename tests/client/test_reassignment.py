@@ -293,7 +293,9 @@ def test_cli_moves_lists_and_cancels_with_one_line_per_partition(cluster, capsys
     topic = "cli-moved"
     original, target, added, removed = plan_move(cluster)
     make_topic(cluster, topic, original)
-    cli = ["--data-dir", str(cluster.data_dir), "reassign"]
+    # kafka-python bootstraps from one broker: never the paused one
+    others = ",".join(f"127.0.0.1:{client_port(cluster, b)}" for b in BROKERS if b != added)
+    cli = ["--data-dir", str(cluster.data_dir), "reassign", "--bootstrap-server", others]
     with Paused(cluster, added):
         assert main([*cli, f"{topic}/0", "--replicas", ",".join(map(str, target))]) == 0
         assert capsys.readouterr().out.splitlines()[1].startswith(f"{topic}/0  started: moving to ")
