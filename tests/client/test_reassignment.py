@@ -57,8 +57,12 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, zk_server: str):
 
 @pytest.fixture
 def admin(cluster):
-    client = KafkaAdminClient(bootstrap_servers=bootstrap(cluster), request_timeout_ms=30000)
+    # kafka-python asks any one broker for the controller the first time it needs it: never the one a test pauses
+    _, _, added, _ = plan_move(cluster)
+    others = ",".join(f"127.0.0.1:{client_port(cluster, b)}" for b in BROKERS if b != added)
+    client = KafkaAdminClient(bootstrap_servers=others, request_timeout_ms=30000)
     try:
+        client.list_partition_reassignments()  # finds the controller now
         yield client
     finally:
         client.close()
@@ -269,19 +273,19 @@ def test_the_legacy_znode_starts_a_reassignment_and_is_removed_when_done(cluster
 
 def test_a_reassignment_in_progress_is_resumed_by_the_next_controller(cluster):
     topic = "resumed"
-    original, target, added, removed = plan_move(cluster)
-    make_topic(cluster, topic, original)
-    # as a controller that died after writing RS, AR and RR would leave it: nobody told the new replica yet
-    moving = TopicZNode.encode({0: [*target, removed]}, {0: [added]}, {0: [removed]})
-    zk_call(cluster.zk_connect, lambda zk: zk.set(f"/brokers/topics/{topic}", moving))
     old = cluster.controller()
+    # two replicas, neither the controller stopped below: [x, y] moves to [y, z]
+    x, y, z = [b for b in BROKERS if b != old]
+    make_topic(cluster, topic, [x, y])
+    # as a controller that died after writing RS, AR and RR would leave it: nobody told the new replica yet
+    moving = TopicZNode.encode({0: [y, z, x]}, {0: [z]}, {0: [x]})
+    zk_call(cluster.zk_connect, lambda zk: zk.set(f"/brokers/topics/{topic}", moving))
     cluster.signal(old, signal.SIGTERM)
-    wait_until(lambda: cluster.pid(old) is None, 30, f"broker {old} to stop")
-    wait_until(lambda: cluster.controller() not in (-1, old), 30, "a new controller")
     try:
-        wait_until(lambda: reassignment_done(cluster, topic, target), 60, "the resumed reassignment to complete")
-        wait_until(lambda: not partition_dir(cluster, removed, topic).exists() or removed == old, 30,
-                   "the removed replica's directory")
+        wait_until(lambda: cluster.pid(old) is None, 30, f"broker {old} to stop")
+        wait_until(lambda: cluster.controller() not in (-1, old), 30, "a new controller")
+        wait_until(lambda: reassignment_done(cluster, topic, [y, z]), 60, "the resumed reassignment to complete")
+        wait_until(lambda: not partition_dir(cluster, x, topic).exists(), 30, "the removed replica's directory")
         resumed = [e for e in cluster.all_traces() if isinstance(e, te.PartitionReassignmentStep)
                    and e.topic == topic and e.phase == "started"]
         assert resumed and "resumed at failover" in resumed[0].detail
@@ -289,23 +293,39 @@ def test_a_reassignment_in_progress_is_resumed_by_the_next_controller(cluster):
         cluster.start(old)
 
 
+def fill(cluster: RunningCluster, topic: str, mib: int) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap(cluster), "acks": 1, "linger.ms": 10, "batch.size": 1_000_000})
+    errors: list = []
+    value = bytes(range(256)) * 40
+    for _ in range(mib * (1 << 20) // len(value)):
+        while True:
+            try:
+                producer.produce(topic, value=value, partition=0,
+                                 on_delivery=lambda error, _: error is not None and errors.append(error))
+                break
+            except BufferError:
+                producer.poll(0.05)
+    assert producer.flush(120) == 0 and errors == []
+
+
 def test_cli_moves_lists_and_cancels_with_one_line_per_partition(cluster, capsys):
+    # kafka-python asks any broker it knows for the controller, so no broker is paused here: the partition holds
+    # enough data (a few seconds of copying) to be seen moving, and is cancelled before it is done
     topic = "cli-moved"
     original, target, added, removed = plan_move(cluster)
-    make_topic(cluster, topic, original)
-    # kafka-python bootstraps from one broker: never the paused one
-    others = ",".join(f"127.0.0.1:{client_port(cluster, b)}" for b in BROKERS if b != added)
-    cli = ["--data-dir", str(cluster.data_dir), "reassign", "--bootstrap-server", others]
-    with Paused(cluster, added):
-        assert main([*cli, f"{topic}/0", "--replicas", ",".join(map(str, target))]) == 0
-        assert capsys.readouterr().out.splitlines()[1].startswith(f"{topic}/0  started: moving to ")
-        assert main([*cli, "--status"]) == 0
-        rows = capsys.readouterr().out.splitlines()
-        assert rows[1].split() == [f"{topic}/0", ",".join(map(str, [*target, removed])), str(added), str(removed)]
-        assert main([*cli, f"{topic}/0", "--cancel"]) == 0
-        assert "cancelled" in capsys.readouterr().out
+    make_topic(cluster, topic, original, {"segment.bytes": str(16 << 20)})
+    fill(cluster, topic, 300)
+    cli = ["--data-dir", str(cluster.data_dir), "reassign"]
+    assert main([*cli, f"{topic}/0", "--replicas", ",".join(map(str, target))]) == 0
+    assert capsys.readouterr().out.splitlines()[1].startswith(f"{topic}/0  started: moving to ")
+    assert main([*cli, "--status"]) == 0
+    rows = capsys.readouterr().out.splitlines()
+    assert rows[1].split() == [f"{topic}/0", ",".join(map(str, [*target, removed])), str(added), str(removed)]
+    assert main([*cli, f"{topic}/0", "--cancel"]) == 0
+    assert "cancelled" in capsys.readouterr().out
     assert main([*cli, "--status"]) == 0
     assert "no partition reassignment in progress" in capsys.readouterr().out
+    wait_until(lambda: not partition_dir(cluster, added, topic).exists(), 30, f"broker {added}'s partial copy to go")
     assert main([*cli, f"{topic}/0", "--replicas", "1,2,99"]) == 1
     assert "InvalidReplicationAssignmentError (39)" in capsys.readouterr().out
     assert main([*cli, f"{topic}/0"]) == 2
