@@ -19,7 +19,7 @@ from traces import events as te
 
 ELECTIONS = {"initial": "", "offline": " after its leader went offline", "unclean": " (unclean: out of the ISR)",
              "controlled_shutdown": " (controlled shutdown)", "isr_removal": "",
-             "preferred": " (back to its preferred replica)"}
+             "preferred": " (back to its preferred replica)", "reassignment": " (partition reassignment)"}
 
 
 def _isr(isr: list[int]) -> str:
