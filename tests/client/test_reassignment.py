@@ -175,6 +175,8 @@ def test_a_partition_with_data_moves_to_other_brokers_while_a_producer_writes(cl
             body = topic_znode(cluster, topic)
             assert body["partitions"]["0"] == [*target, removed]
             assert body["adding_replicas"] == {"0": [added]} and body["removing_replicas"] == {"0": [removed]}
+            view = cluster.state([topic]).partition(topic, 0)   # what `kafkasim status` shows
+            assert (view.adding_replicas, view.removing_replicas) == ([added], [removed])
         wait_until(lambda: reassignment_done(cluster, topic, target), 60, "the reassignment to complete")
         wait_until(lambda: len(producer.acked) > 3000, 60, "more acknowledgements after the move")
 
