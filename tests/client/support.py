@@ -14,6 +14,7 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KafkaTopicPartition
 from kafka.protocol.admin import (
+    AlterPartitionReassignmentsResponse,
     CreatePartitionsResponse,
     CreateTopicsResponse,
     DeleteGroupsResponse,
@@ -21,6 +22,7 @@ from kafka.protocol.admin import (
     DescribeClusterResponse,
     DescribeLogDirsResponse,
     ElectLeadersResponse,
+    ListPartitionReassignmentsResponse,
 )
 from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.consumer import (
@@ -48,7 +50,8 @@ _SIZE = struct.Struct(">i")
 RESPONSES: dict[int, type[ApiMessage]] = {
     0: ProduceResponse, 1: FetchResponse, 2: ListOffsetsResponse, 3: MetadataResponse, 18: ApiVersionsResponse,
     19: CreateTopicsResponse, 20: DeleteTopicsResponse, 22: InitProducerIdResponse, 35: DescribeLogDirsResponse,
-    37: CreatePartitionsResponse, 42: DeleteGroupsResponse, 43: ElectLeadersResponse, 47: OffsetDeleteResponse,
+    37: CreatePartitionsResponse, 42: DeleteGroupsResponse, 43: ElectLeadersResponse,
+    45: AlterPartitionReassignmentsResponse, 46: ListPartitionReassignmentsResponse, 47: OffsetDeleteResponse,
     60: DescribeClusterResponse,
 }
 

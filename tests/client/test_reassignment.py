@@ -26,7 +26,7 @@ from kafka.errors import (
 from kafka.protocol.admin import AlterPartitionReassignmentsRequest, ListPartitionReassignmentsRequest
 
 from cluster.cli import main
-from tests.client.support import RESPONSES, RawConnection, bootstrap, client_port, confluent_consume
+from tests.client.support import RawConnection, bootstrap, client_port, confluent_consume
 from tests.harness import RunningCluster, start_cluster, wait_until, zk_call, znode_json
 from traces import events as te
 from zk.admin import create_topic as zk_create_topic
@@ -41,12 +41,6 @@ BROKERS = [1, 2, 3, 4]
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory, zk_server: str):
     # its own cluster of four: a partition on three of them moves to another three
-    from kafka.protocol.admin import (
-        AlterPartitionReassignmentsResponse,
-        ListPartitionReassignmentsResponse,
-    )
-    RESPONSES.setdefault(45, AlterPartitionReassignmentsResponse)
-    RESPONSES.setdefault(46, ListPartitionReassignmentsResponse)
     running = start_cluster(tmp_path_factory.mktemp("reassign-cluster"), zk_server, brokers=4,
                             overrides={"zookeeper.session.timeout.ms": "4000"})
     try:
