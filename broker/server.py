@@ -59,6 +59,8 @@ from clusterplane.cluster_pb2_grpc import (
 )
 from controller import events as controller_events
 from controller.controller import KafkaController
+from controller.reassignment import Refused, ReplicaAssignment
+from controller.state_change import ControllerMovedError
 from controller.preferred_election import ElectionResult, ElectionType
 from traces import events as te
 from traces.writer import TraceWriter
@@ -158,7 +160,8 @@ class KafkaServer:
             GroupAccess(self.group_manager.coordinator, self.metadata_cache, self.zk, config),
             AdminAccess(config.broker_id, config, self.zk, self.metadata_cache, lambda: self.log_service.default_config,
                         lambda: self.config_layers,
-                        lambda: self.is_controller, self.producer_ids, self.elect_leaders),
+                        lambda: self.is_controller, self.producer_ids, self.elect_leaders,
+                        self.alter_partition_reassignments, self.list_partition_reassignments),
             ClusterAccess(config, self.metadata_cache, lambda: self.cluster_id, self.log_service.manager,
                           self.replica_io))
         self.socket_server = SocketServer(config.client_listeners, self.apis.handle)
@@ -191,6 +194,25 @@ class KafkaServer:
         if self.controller is None:  # still starting
             return {tp: ElectionResult(ErrorCode.not_controller) for tp in partitions or ()}
         return await self.controller.elect_leaders(partitions, election_type)
+
+    async def alter_partition_reassignments(self, reassignments: dict[TopicPartition, list[int] | None]
+                                            ) -> dict[TopicPartition, Refused | None] | None:
+        """None when this broker is not the active controller (NOT_CONTROLLER)."""
+        if self.controller is None or not self.controller.is_active:
+            return None
+        try:
+            return await self.controller.alter_partition_reassignments(reassignments)
+        except ControllerMovedError:
+            return None
+
+    async def list_partition_reassignments(self, partitions: list[TopicPartition] | None
+                                           ) -> dict[TopicPartition, ReplicaAssignment] | None:
+        if self.controller is None or not self.controller.is_active:
+            return None
+        try:
+            return await self.controller.list_partition_reassignments(partitions)
+        except ControllerMovedError:
+            return None
 
     async def _on_topic_config_change(self, topic: str) -> None:
         """Kafka's TopicConfigHandler: the topic's local logs take the new config; the controller, if active here,

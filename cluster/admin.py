@@ -30,6 +30,9 @@ class PartitionView:
     isr: list[int] = field(default_factory=list)
     controller_epoch: int = -1
     zk_version: int = -1
+    # KIP-455: while the partition is being reassigned, ``replicas`` is the target then the rest of the original
+    adding_replicas: list[int] = field(default_factory=list)
+    removing_replicas: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -93,12 +96,14 @@ async def read_cluster_state(zk: ZkClient, topics: list[str] | None = None) -> C
         if data is None:
             continue
         try:
-            assignment = TopicZNode.decode(topic, data).partitions
+            decoded = TopicZNode.decode(topic, data)
         except ZNodeDecodeError as exc:
             problems.append(str(exc))
             continue
-        for partition, replicas in sorted(assignment.items()):
-            view = PartitionView(topic, partition, list(replicas))
+        for partition, replicas in sorted(decoded.partitions.items()):
+            view = PartitionView(topic, partition, list(replicas),
+                                 adding_replicas=list(decoded.adding_replicas.get(partition, [])),
+                                 removing_replicas=list(decoded.removing_replicas.get(partition, [])))
             state_data, stat = await zk.get_or_none(TopicPartitionStateZNode.path(topic, partition))
             if state_data is not None:
                 try:

@@ -179,6 +179,18 @@ def _parser() -> argparse.ArgumentParser:
                        help="elect partitions without a live leader, from replicas out of the ISR if need be "
                             "(acknowledged writes can be lost)")
 
+    reassign = sub.add_parser("reassign", help="move a partition to other brokers (KIP-455), follow or cancel it",
+                              description="Asks the controller (AlterPartitionReassignments, kafka-python's "
+                                          "KafkaAdminClient) to move a partition's replicas to the brokers given; "
+                                          "the new replicas copy the log, join the ISR, then the old ones are "
+                                          "deleted. --status lists the reassignments in progress.")
+    reassign.add_argument("partition", nargs="?", metavar="TOPIC/PARTITION")
+    reassign.add_argument("--replicas", metavar="B1,B2,...", help="the target replicas, preferred leader first")
+    reassign.add_argument("--cancel", action="store_true", help="cancel the partition's reassignment in progress")
+    reassign.add_argument("--status", action="store_true", help="list the reassignments in progress")
+    reassign.add_argument("--bootstrap-server", default=None, metavar="HOST:PORT,...",
+                          help="the brokers to ask first (default: every broker of the cluster in --data-dir)")
+
     kill = sub.add_parser("kill", help="send a signal to a broker: by id, the controller, or a partition's leader")
     target = kill.add_mutually_exclusive_group(required=True)
     target.add_argument("broker_id", nargs="?", type=int)
@@ -536,6 +548,13 @@ def _leaders(args: argparse.Namespace, data_dir: Path) -> int:
     return elect(ClusterLayout(data_dir).load().bootstrap_servers, args.topic, args.partition, args.unclean)
 
 
+def _reassign(args: argparse.Namespace, data_dir: Path) -> int:
+    from cluster.reassign import run
+
+    bootstrap = args.bootstrap_server or ClusterLayout(data_dir).load().bootstrap_servers
+    return run(bootstrap, args.partition, args.replicas, args.status, args.cancel)
+
+
 def _config(args: argparse.Namespace, data_dir: Path) -> int:
     from cluster import configs
 
@@ -573,6 +592,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, Path], int]] = {
     "topic": _topic,
     "kill": _kill,
     "leaders": _leaders,
+    "reassign": _reassign,
     "config": _config,
     "pause": _docker_only,
     "unpause": _docker_only,

@@ -70,6 +70,10 @@ def print_state(state: ClusterState, as_json: bool, brokers: bool = True) -> Non
         leader = str(p.leader) if p.leader >= 0 else "[red]none[/red]"
         table.add_row(p.topic, str(p.partition), leader, str(p.leader_epoch), _replicas(p.replicas), _replicas(p.isr))
     console.print(table)
+    for p in state.partitions:
+        if p.adding_replicas or p.removing_replicas:
+            console.print(f"partition {p.topic}-{p.partition} is being reassigned: adding "
+                          f"{_replicas(p.adding_replicas) or '-'}, removing {_replicas(p.removing_replicas) or '-'}")
     for topic in state.topics_being_deleted:
         console.print(f"topic {topic} is being deleted")
     for problem in state.problems:

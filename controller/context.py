@@ -27,6 +27,11 @@ class ControllerContext:
     topic_configs: dict[str, dict[str, str]] = field(default_factory=dict)
     leadership: dict[TopicPartition, PartitionLeadership] = field(default_factory=dict)
     topics_to_delete: set[str] = field(default_factory=set)
+    # KIP-455: the replicas being added and removed of each partition being reassigned, as in its topic znode
+    adding_replicas: dict[TopicPartition, list[int]] = field(default_factory=dict)
+    removing_replicas: dict[TopicPartition, list[int]] = field(default_factory=dict)
+    # partitions whose reassignment came from /admin/reassign_partitions, with their target
+    zk_reassignments: dict[TopicPartition, list[int]] = field(default_factory=dict)
 
     @property
     def live_or_shutting_down(self) -> set[int]:
@@ -60,9 +65,21 @@ class ControllerContext:
                 result.append(tp)
         return result
 
+    def is_reassigning(self, tp: TopicPartition) -> bool:
+        return bool(self.adding_replicas.get(tp) or self.removing_replicas.get(tp))
+
+    def reassigning_partitions(self) -> list[TopicPartition]:
+        return sorted(tp for tp in {*self.adding_replicas, *self.removing_replicas} if self.is_reassigning(tp))
+
+    def topic_reassigning(self, topic: str) -> bool:
+        return any(tp[0] == topic for tp in self.reassigning_partitions())
+
     def remove_topic(self, topic: str) -> None:
         self.assignments.pop(topic, None)
         self.topic_configs.pop(topic, None)
         self.topics_to_delete.discard(topic)
         for tp in [tp for tp in self.leadership if tp[0] == topic]:
             del self.leadership[tp]
+        for moves in (self.adding_replicas, self.removing_replicas, self.zk_reassignments):
+            for tp in [tp for tp in moves if tp[0] == topic]:
+                del moves[tp]

@@ -21,6 +21,7 @@ from controller.channel import ControllerChannelManager, ControlRequestBatch
 from controller.context import ControllerContext, PartitionLeadership, TopicPartition
 from controller import partition_state_machine as psm
 from controller import preferred_election as pe
+from controller import reassignment as ra
 from controller import replica_state_machine as rsm
 from controller.state_change import ControllerMovedError, PartitionStateWrite, StateChanges
 from controller.topic_deletion import decide_topic_deletion
@@ -38,6 +39,8 @@ from zk.znodes import (
     DeleteTopicsZNode,
     IsrChangeNotificationZNode,
     PreferredReplicaElectionZNode,
+    ReassignPartitionsZNode,
+    TopicAssignment,
     TopicConfigZNode,
     TopicPartitionStateZNode,
     TopicZNode,
@@ -148,6 +151,10 @@ class KafkaController:
                               pe.ElectionResult(ErrorCode.unknown_server_error, "the controller failed while "
                                                 "electing; see its log"))
                     event.reply.set_result(dict.fromkeys(event.partitions or (), failed))
+                if isinstance(event, ev.ApiPartitionReassignment | ev.ListPartitionReassignments) \
+                        and not event.reply.done():
+                    event.reply.set_exception(ControllerMovedError("deposed") if not self.is_active else
+                                              RuntimeError("the controller failed; see its log"))
                 if self.on_state_change is not None:
                     self.on_state_change()
 
@@ -194,8 +201,16 @@ class KafkaController:
                 await self._on_controlled_shutdown(event)
             case ev.ReplicaLeaderElection():
                 await self._on_replica_leader_election(event)
+            case ev.ApiPartitionReassignment() | ev.ListPartitionReassignments() if not self.is_active:
+                event.reply.set_exception(ControllerMovedError("not the active controller"))
+            case ev.ApiPartitionReassignment():
+                await self._on_api_partition_reassignment(event)
+            case ev.ListPartitionReassignments():
+                event.reply.set_result(self._list_partition_reassignments(event.partitions))
             case _ if not self.is_active:
                 return
+            case ev.ZkPartitionReassignment():
+                await self._on_zk_partition_reassignment()
             case ev.BrokerChange():
                 await self._on_broker_change()
             case ev.TopicChange():
@@ -235,6 +250,22 @@ class KafkaController:
 
     def _isr_change_watch(self, _: WatchedEvent) -> None:
         self.put(ev.IsrChangeNotification())
+
+    def _reassign_partitions_watch(self, event: WatchedEvent) -> None:
+        # Kafka's PartitionReassignmentHandler acts on creation only: the controller's own rewrites of the znode
+        # (partitions done) must not start those left over again; any other event only re-arms the watch. A lost
+        # connection (NONE) may have hidden a creation: that look starts only partitions not moving already.
+        if event.type in (EventType.CREATED, EventType.NONE):
+            self.put(ev.ZkPartitionReassignment())
+        else:
+            asyncio.get_running_loop().create_task(self._arm_reassign_partitions_watch())
+
+    async def _arm_reassign_partitions_watch(self) -> None:
+        if self.is_active:
+            try:
+                await self.zk.exists(ReassignPartitionsZNode.path, watch=self._reassign_partitions_watch)
+            except (KazooException, ZkUnavailableError) as exc:
+                log.warning("could not watch %s again: %r", ReassignPartitionsZNode.path, exc)
 
     # --- election ---------------------------------------------------------------------------------------
 
@@ -353,6 +384,12 @@ class KafkaController:
         batch.add_update_metadata(ctx.live_brokers, ctx.all_partitions())
         batch.send()
         await self._on_topic_deletion()
+        # Kafka's initializePartitionReassignments: reassignments found in the topic znodes go on, then those asked
+        # for in /admin/reassign_partitions while no controller was there are started
+        for tp in ctx.reassigning_partitions():
+            current = ra.current_assignment(ctx, tp)
+            await self._on_partition_reassignment(tp, current.reassign_to(current.target), "resumed at failover")
+        self.put(ev.ZkPartitionReassignment())
         # Kafka's failover: elections asked for in /admin/preferred_replica_election while no controller was
         # there are done now, and the first imbalance check runs 5 s later
         self.put(ev.ReplicaLeaderElection(None, pe.ElectionType.PREFERRED))
@@ -389,13 +426,13 @@ class KafkaController:
         topics loaded."""
         limit = asyncio.Semaphore(MAX_READS_IN_FLIGHT)
 
-        async def one(topic: str) -> tuple[str, dict[int, list[int]] | None, dict[str, str]]:
+        async def one(topic: str) -> tuple[str, TopicAssignment | None, dict[str, str]]:
             async with limit:
                 data, _ = await self.zk.get_or_none(TopicZNode.path(topic), watch=self._partition_modifications_watch)
                 if data is None:
                     return topic, None, {}
                 try:
-                    assignment = dict(TopicZNode.decode(topic, data).partitions)
+                    assignment = TopicZNode.decode(topic, data)
                 except ZNodeDecodeError as exc:
                     log.error("skipping topic %s: %s", topic, exc)
                     return topic, None, {}
@@ -411,7 +448,11 @@ class KafkaController:
         for topic, assignment, config in sorted(await asyncio.gather(*(one(t) for t in topics)),
                                                 key=lambda read: read[0]):
             if assignment is not None:
-                ctx.assignments[topic], ctx.topic_configs[topic] = assignment, config
+                ctx.assignments[topic], ctx.topic_configs[topic] = dict(assignment.partitions), config
+                for p, replicas in assignment.adding_replicas.items():
+                    ctx.adding_replicas[(topic, p)] = list(replicas)
+                for p, replicas in assignment.removing_replicas.items():
+                    ctx.removing_replicas[(topic, p)] = list(replicas)
                 loaded.append(topic)
         await self._refresh_partitions([(topic, p) for topic in loaded for p in ctx.assignments[topic]])
         return loaded
@@ -710,6 +751,10 @@ class KafkaController:
         batch.add_update_metadata(ctx.live_brokers, [tp for tp in sorted(changed) if tp in ctx.leadership])
         batch.send()
         await self._writer_().delete_paths([f"{IsrChangeNotificationZNode.path}/{c}" for c in children])
+        # how Kafka (ZooKeeper mode) learns that the new replicas of a reassignment caught up
+        for tp in sorted(changed):
+            if ctx.is_reassigning(tp) and ra.is_complete(ctx, tp):
+                await self._complete_reassignment(tp)
 
     # --- preferred leader election (the decisions are in preferred_election.py) -------------------------
 
@@ -824,3 +869,153 @@ class KafkaController:
 
     def _batch(self) -> ControlRequestBatch:
         return ControlRequestBatch(self.broker_id, self._ctx(), self._channel_())
+
+    # --- partition reassignment (KIP-455; the decisions are in reassignment.py) ---------------------------
+
+    async def alter_partition_reassignments(self, reassignments: dict[TopicPartition, list[int] | None]
+                                            ) -> dict[TopicPartition, ra.Refused | None]:
+        """AlterPartitionReassignments: answered once each reassignment is started (not finished), as Kafka does.
+        Raises ControllerMovedError when this broker is not (or no longer) the active controller."""
+        reply: asyncio.Future = asyncio.get_running_loop().create_future()
+        self.put(ev.ApiPartitionReassignment(tuple((tp, None if r is None else tuple(r))
+                                                   for tp, r in reassignments.items()), reply))
+        return await reply
+
+    async def list_partition_reassignments(self, partitions: list[TopicPartition] | None
+                                           ) -> dict[TopicPartition, ra.ReplicaAssignment]:
+        reply: asyncio.Future = asyncio.get_running_loop().create_future()
+        self.put(ev.ListPartitionReassignments(None if partitions is None else tuple(partitions), reply))
+        return await reply
+
+    def _list_partition_reassignments(self, partitions: tuple[TopicPartition, ...] | None
+                                      ) -> dict[TopicPartition, ra.ReplicaAssignment]:
+        ctx = self._ctx()
+        wanted = ctx.reassigning_partitions() if partitions is None else \
+            [tp for tp in partitions if ctx.is_reassigning(tp)]
+        return {tp: ra.current_assignment(ctx, tp) for tp in wanted}
+
+    async def _on_api_partition_reassignment(self, event: ev.ApiPartitionReassignment) -> None:
+        ctx = self._ctx()
+        results: dict[TopicPartition, ra.Refused | None] = {}
+        overridden: list[TopicPartition] = []
+        for tp, target in event.reassignments:
+            planned = ra.plan(ctx, tp, None if target is None else list(target))
+            if isinstance(planned, ra.Refused):
+                results[tp] = planned
+                continue
+            if tp in ctx.zk_reassignments:
+                # an API reassignment of the same partition overrides the one asked for through ZooKeeper
+                del ctx.zk_reassignments[tp]
+                overridden.append(tp)
+            await self._on_partition_reassignment(tp, planned, "cancelled" if target is None else "asked for")
+            results[tp] = None
+        if overridden:
+            await self._rewrite_zk_reassignments()
+        event.reply.set_result(results)
+
+    async def _on_zk_partition_reassignment(self) -> None:
+        """/admin/reassign_partitions (kafka-reassign-partitions.sh --zookeeper): each valid partition starts; the
+        invalid ones are logged and removed from the znode, which goes when nothing in it is left to do."""
+        ctx = self._ctx()
+        if await self.zk.exists(ReassignPartitionsZNode.path, watch=self._reassign_partitions_watch) is None:
+            return
+        data, _ = await self.zk.get_or_none(ReassignPartitionsZNode.path)
+        try:
+            requested = ReassignPartitionsZNode.decode(data) if data is not None else {}
+        except ZNodeDecodeError as exc:
+            log.error("ignoring the partition reassignment request: %s", exc)
+            requested = {}
+        for tp, target in sorted(requested.items()):
+            if ctx.zk_reassignments.get(tp) == target and ctx.is_reassigning(tp):
+                continue
+            planned = ra.plan(ctx, tp, target)
+            if isinstance(planned, ra.Refused):
+                log.warning("reassignment of %s-%d to %s from %s refused: %s (%s)", tp[0], tp[1], target,
+                            ReassignPartitionsZNode.path, planned.error.name, planned.message)
+                continue
+            ctx.zk_reassignments[tp] = list(target)
+            await self._on_partition_reassignment(tp, planned, f"asked for in {ReassignPartitionsZNode.path}")
+        await self._rewrite_zk_reassignments()
+
+    async def _rewrite_zk_reassignments(self) -> None:
+        """Kafka's maybeRemoveFromZkReassignment: the znode keeps only the partitions still moving to its target."""
+        ctx = self._ctx()
+        for tp in [tp for tp in ctx.zk_reassignments if not ctx.is_reassigning(tp)]:
+            del ctx.zk_reassignments[tp]
+        path = ReassignPartitionsZNode.path
+        if not ctx.zk_reassignments:
+            await self._writer_().delete_paths([path])
+            return
+        data = ReassignPartitionsZNode.encode(ctx.zk_reassignments)
+        try:
+            await self._writer_().multi([SetDataOp(path, data, -1)])
+        except NoNodeError:
+            pass  # removed by hand meanwhile: nothing to keep up to date
+
+    async def _write_topic_assignment(self, topic: str) -> None:
+        ctx = self._ctx()
+        partitions = ctx.assignments[topic]
+        adding = {p: ctx.adding_replicas[(topic, p)] for p in partitions if ctx.adding_replicas.get((topic, p))}
+        removing = {p: ctx.removing_replicas[(topic, p)] for p in partitions
+                    if ctx.removing_replicas.get((topic, p))}
+        await self._writer_().multi([SetDataOp(TopicZNode.path(topic),
+                                               TopicZNode.encode(partitions, adding, removing), -1)])
+
+    def _trace_reassignment(self, tp: TopicPartition, phase: str, detail: str = "") -> None:
+        ctx = self._ctx()
+        self.trace.emit(te.PartitionReassignmentStep, topic=tp[0], partition=tp[1], phase=phase,
+                        replicas=list(ctx.replicas(tp)), adding_replicas=list(ctx.adding_replicas.get(tp, [])),
+                        removing_replicas=list(ctx.removing_replicas.get(tp, [])), detail=detail)
+        log.info("reassignment of %s-%d %s: replicas %s, adding %s, removing %s %s", tp[0], tp[1], phase,
+                 ctx.replicas(tp), ctx.adding_replicas.get(tp, []), ctx.removing_replicas.get(tp, []), detail)
+
+    async def _on_partition_reassignment(self, tp: TopicPartition, moved: ra.ReplicaAssignment, why: str) -> None:
+        """Kafka's onPartitionReassignment, start: RS/AR/RR written (U1, U2), an earlier RS's extra replicas stopped
+        (U3), then phase A (new replicas told to fetch) or, when the target is already in the ISR, completion."""
+        ctx = self._ctx()
+        topic, partition = tp
+        previous = ra.current_assignment(ctx, tp)
+        ctx.assignments[topic][partition] = list(moved.replicas)
+        ctx.adding_replicas[tp], ctx.removing_replicas[tp] = list(moved.adding), list(moved.removing)
+        await self._write_topic_assignment(topic)
+        self._trace_reassignment(tp, "started", f"target {list(moved.target)}, {why}")
+        batch = self._batch()
+        stale = [r for r in previous.replicas if r not in moved.replicas]
+        if stale:
+            await self._perform(batch, lambda tps: ra.stop_removed_replicas(ctx, tps, stale), [tp])
+            self._trace_reassignment(tp, "replaced", f"replicas {stale} stopped and deleted")
+        await self._refresh_partitions([tp])
+        if not ra.is_complete(ctx, tp):
+            await self._perform(batch, lambda tps: ra.bump_leader_epoch(ctx, tps), [tp])
+            self._trace_reassignment(tp, "adding", "LeaderAndIsr with the new replicas sent")
+            batch.send()
+            return
+        batch.send()
+        await self._complete_reassignment(tp)
+
+    async def _complete_reassignment(self, tp: TopicPartition) -> None:
+        """Phase B, once the target is in the ISR: leader in the target (B3), removed replicas out of the ISR and
+        deleted (B4, B5), the topic znode with the target only (B6), the ZooKeeper request updated (B7), metadata
+        to every broker (B8)."""
+        ctx = self._ctx()
+        topic, partition = tp
+        current = ra.current_assignment(ctx, tp)
+        removed = list(current.removing)
+        ctx.assignments[topic][partition] = list(current.target)
+        ctx.adding_replicas.pop(tp, None)
+        ctx.removing_replicas.pop(tp, None)
+        batch = self._batch()
+        await self._perform(batch, lambda tps: ra.elect_in_target(ctx, tps), [tp])
+        lead = ctx.leadership.get(tp)
+        self._trace_reassignment(tp, "leader_moved", f"leader {lead.state.leader if lead else -1}")
+        if removed:
+            await self._perform(batch, lambda tps: ra.stop_removed_replicas(ctx, tps, removed), [tp])
+            self._trace_reassignment(tp, "replicas_removed", f"replicas {removed} stopped and deleted")
+        await self._write_topic_assignment(topic)
+        if tp in ctx.zk_reassignments:
+            await self._rewrite_zk_reassignments()
+        batch.add_update_metadata(ctx.live_brokers, [tp])
+        batch.send()
+        self._trace_reassignment(tp, "completed")
+        if topic in ctx.topics_to_delete:
+            await self._on_topic_deletion()

@@ -98,6 +98,29 @@ class ReplicaLeaderElection:
 
 
 @dataclass(frozen=True)
+class ApiPartitionReassignment:
+    """AlterPartitionReassignments: each partition's target replicas, None to cancel. ``reply`` gets, per partition,
+    None (started) or reassignment.Refused."""
+
+    reassignments: tuple[tuple[tuple[str, int], tuple[int, ...] | None], ...]
+    reply: asyncio.Future = field(compare=False)
+
+
+@dataclass(frozen=True)
+class ListPartitionReassignments:
+    """ListPartitionReassignments (``partitions`` None: all); ``reply`` gets the partitions being moved with their
+    reassignment.ReplicaAssignment."""
+
+    partitions: tuple[tuple[str, int], ...] | None
+    reply: asyncio.Future = field(compare=False)
+
+
+@dataclass(frozen=True)
+class ZkPartitionReassignment:
+    """/admin/reassign_partitions was created (the legacy path), or the controller's look at failover."""
+
+
+@dataclass(frozen=True)
 class Shutdown:
     pass
 
@@ -106,4 +129,5 @@ ControllerEvent = (Startup | Reelect | ControllerChange | Expire | RegisterBroke
                    | TopicChange | PartitionModifications | TopicDeletion | IsrChangeNotification | TopicConfigChange
                    | UncleanLeaderElectionEnable
                    | ControlledShutdown
-                   | AutoPreferredReplicaLeaderElection | ReplicaLeaderElection | Shutdown)
+                   | AutoPreferredReplicaLeaderElection | ReplicaLeaderElection | ApiPartitionReassignment
+                   | ListPartitionReassignments | ZkPartitionReassignment | Shutdown)

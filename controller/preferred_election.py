@@ -73,7 +73,10 @@ def auto_rebalance_candidates(ctx: ControllerContext, imbalance_percentage: int)
     """The partitions an automatic preferred election moves: those of every broker whose imbalance ratio is
     strictly above ``leader.imbalance.per.broker.percentage``, whose topic still exists and is not being
     deleted, and whose preferred replica is alive and in the ISR (an election that cannot succeed is not
-    tried)."""
+    tried). Nothing moves while any partition is being reassigned (Kafka's check: the reassignment chooses
+    its own leaders)."""
+    if ctx.reassigning_partitions():
+        return []
     over = {b for b, imbalance in leader_imbalance(ctx).items() if imbalance.ratio > imbalance_percentage / 100}
     candidates = []
     for tp in ctx.all_partitions():

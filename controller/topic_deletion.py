@@ -1,7 +1,8 @@
 """Kafka's TopicDeletionManager, pure: which requested deletions can go ahead now.
 
 A topic is deleted only when every broker holding one of its replicas is live, so that each replica
-hears its StopReplica(delete); until then the request waits in /admin/delete_topics.
+hears its StopReplica(delete), and none of its partitions is being reassigned; until then the request waits in
+/admin/delete_topics.
 """
 
 from __future__ import annotations
@@ -30,7 +31,10 @@ def decide_topic_deletion(ctx: ControllerContext, requested: list[str], delete_t
     for topic in sorted(decision.to_delete):
         replicas = {r for p in ctx.assignments[topic] for r in ctx.replicas((topic, p))}
         missing = sorted(replicas - set(ctx.live_brokers))
-        if missing:
+        if ctx.topic_reassigning(topic):
+            # Kafka marks a topic being reassigned ineligible for deletion until the reassignment completes
+            decision.waiting[topic] = missing
+        elif missing:
             decision.waiting[topic] = missing
         else:
             decision.ready.append(topic)

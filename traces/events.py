@@ -93,7 +93,8 @@ class LeaderElected(TraceEvent):
     isr: list[int]
     previous_leader: int
     zk_version: int
-    election: Literal["initial", "offline", "unclean", "controlled_shutdown", "isr_removal", "preferred"]
+    election: Literal["initial", "offline", "unclean", "controlled_shutdown", "isr_removal", "preferred",
+                      "reassignment"]
     replicas: list[int] = []   # the assignment, so under-replication can be told from the trace alone
 
 
@@ -110,6 +111,23 @@ class PartitionsAdded(TraceEvent):
     event: Literal["partitions_added"] = "partitions_added"
     topic: str
     assignment: dict[int, list[int]]   # the added partitions only
+
+
+class PartitionReassignmentStep(TraceEvent):
+    """A step of a partition reassignment (KIP-455), as the controller took it. ``phase``: "started" (RS, AR and RR
+    written to the topic znode), "replaced" (an earlier reassignment's extra replicas stopped: a new target or a
+    cancellation), "adding" (leader epoch bumped, LeaderAndIsr to every replica: the new ones fetch),
+    "leader_moved" (the target is in the ISR; leader chosen in the target), "replicas_removed" (out of the ISR,
+    StopReplica with delete), "completed" (the topic znode lists the target only)."""
+
+    event: Literal["partition_reassignment_step"] = "partition_reassignment_step"
+    topic: str
+    partition: int
+    phase: str
+    replicas: list[int]
+    adding_replicas: list[int] = []
+    removing_replicas: list[int] = []
+    detail: str = ""
 
 
 class TopicDeleted(TraceEvent):
@@ -359,6 +377,7 @@ AnyTraceEvent = Annotated[
     ControllerElected | ControllerResigned | ControllerLoaded | ControllerWriteFenced
     | BrokerRegistered | SessionStateChanged
     | BrokerMembershipChanged | BrokerExpired | LeaderElected | TopicCreated | PartitionsAdded | TopicDeleted
+    | PartitionReassignmentStep
     | TopicConfigChanged | BrokerConfigChanged
     | ControlRequestReceived | ControlRequestApplied | ReplicaRoleChanged | ControlledShutdownStep | BrokerStopped
     | LogDirFailed | ProduceAcknowledged | IsrChanged | FollowerTruncated | HighWatermarkUpdated

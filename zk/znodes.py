@@ -160,12 +160,16 @@ class TopicZNode:
         return f"/brokers/topics/{topic}"
 
     @staticmethod
-    def encode(assignment: dict[int, list[int]]) -> bytes:
+    def encode(assignment: dict[int, list[int]], adding_replicas: dict[int, list[int]] | None = None,
+               removing_replicas: dict[int, list[int]] | None = None) -> bytes:
+        """While a partition is reassigned (KIP-455) its replicas are the target then the rest of the original,
+        and the two maps name the replicas being added and removed; Kafka writes both maps always, leaving out
+        partitions whose list is empty."""
         return _dumps({
             "version": 2,
             "partitions": {str(p): list(r) for p, r in sorted(assignment.items())},
-            "adding_replicas": {},
-            "removing_replicas": {},
+            "adding_replicas": {str(p): list(r) for p, r in sorted((adding_replicas or {}).items()) if r},
+            "removing_replicas": {str(p): list(r) for p, r in sorted((removing_replicas or {}).items()) if r},
         })
 
     @staticmethod
@@ -288,6 +292,38 @@ class PreferredReplicaElectionZNode:
     def decode(data: bytes | None) -> list[tuple[str, int]]:
         election = _validate(PreferredReplicaElection, PreferredReplicaElectionZNode.path, data)
         return [(ref.topic, ref.partition) for ref in election.partitions]
+
+
+# --- /admin/reassign_partitions ------------------------------------------------------------------------
+
+
+class _PartitionReplicas(_Payload):
+    topic: str
+    partition: int
+    replicas: list[int]
+
+
+class ReassignPartitions(_Payload):
+    version: int = 1
+    partitions: list[_PartitionReplicas]
+
+
+class ReassignPartitionsZNode:
+    """Written by the ZooKeeper-era kafka-reassign-partitions.sh --zookeeper: each partition's target replicas.
+    The controller (KIP-455 keeps it as the legacy path) removes each partition once moved, the znode once empty.
+    Other fields a tool writes (``log_dirs``) are ignored."""
+
+    path = "/admin/reassign_partitions"
+
+    @staticmethod
+    def encode(partitions: dict[tuple[str, int], list[int]]) -> bytes:
+        return _dumps({"version": 1, "partitions": [{"topic": t, "partition": p, "replicas": list(r)}
+                                                    for (t, p), r in sorted(partitions.items())]})
+
+    @staticmethod
+    def decode(data: bytes | None) -> dict[tuple[str, int], list[int]]:
+        request = _validate(ReassignPartitions, ReassignPartitionsZNode.path, data)
+        return {(ref.topic, ref.partition): list(ref.replicas) for ref in request.partitions}
 
 
 # --- /config/topics/<topic> ------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ from broker.clientplane.handlers import (
     log_dirs,
     offsets,
     produce,
+    reassignments,
 )
 from broker.clientplane.handlers.access import AdminAccess, ClusterAccess, GroupAccess, ReplicaAccess
 from broker.clientplane.handlers.common import response_module
@@ -64,6 +65,8 @@ class KafkaApis:
             ApiKey.ALTER_CONFIGS: (configs.handle_alter_configs, admin_access),
             ApiKey.INCREMENTAL_ALTER_CONFIGS: (configs.handle_incremental_alter_configs, admin_access),
             ApiKey.ELECT_LEADERS: (elections.handle_elect_leaders, admin_access),
+            ApiKey.ALTER_PARTITION_REASSIGNMENTS: (reassignments.handle_alter_partition_reassignments, admin_access),
+            ApiKey.LIST_PARTITION_REASSIGNMENTS: (reassignments.handle_list_partition_reassignments, admin_access),
             ApiKey.JOIN_GROUP: (group.handle_join_group, groups),
             ApiKey.SYNC_GROUP: (group.handle_sync_group, groups),
             ApiKey.HEARTBEAT: (group.handle_heartbeat, groups),

@@ -31,11 +31,12 @@ def benches() -> dict[str, Bench]:
         metrics,
         page_cache,
         purgatory,
+        reassign,
         replication,
         scale,
         trace,
     )
 
-    adapters = (foundation, client, replication, groups, scale, trace, log, purgatory, analysis, page_cache,
-                metrics, dashboard)
+    adapters = (foundation, client, replication, reassign, groups, scale, trace, log, purgatory, analysis,
+                page_cache, metrics, dashboard)
     return {adapter.BENCH.name: adapter.BENCH for adapter in adapters}

@@ -19,7 +19,7 @@ from traces import events as te
 
 ELECTIONS = {"initial": "", "offline": " after its leader went offline", "unclean": " (unclean: out of the ISR)",
              "controlled_shutdown": " (controlled shutdown)", "isr_removal": "",
-             "preferred": " (back to its preferred replica)"}
+             "preferred": " (back to its preferred replica)", "reassignment": " (partition reassignment)"}
 
 
 def _isr(isr: list[int]) -> str:
@@ -90,6 +90,9 @@ SENTENCES: dict[type[te.TraceEvent], Callable] = {
     te.TopicCreated: lambda e: f"topic {e.topic} created with {len(e.assignment)} partitions",
     te.PartitionsAdded: lambda e: f"topic {e.topic}: partitions {', '.join(map(str, sorted(e.assignment)))} added",
     te.TopicDeleted: lambda e: f"topic {e.topic} deleted",
+    te.PartitionReassignmentStep: lambda e: (f"reassignment of {e.topic}-{e.partition} {e.phase}: replicas "
+                                             f"{e.replicas}, adding {e.adding_replicas}, removing "
+                                             f"{e.removing_replicas}"),
     te.TopicConfigChanged: lambda e: (f"broker {e.broker_id} applied topic {e.topic}'s config "
                                       f"{e.topic_overrides or '(no overrides)'} to {e.local_logs} local logs"),
     te.BrokerConfigChanged: lambda e: (f"broker {e.broker_id} applied the dynamic config of brokers/{e.entity}: "

@@ -44,6 +44,8 @@ class WatchedClusterState:
         self.controller_epoch = -1
         self.brokers: dict[int, BrokerView] = {}
         self.assignments: dict[str, dict[int, list[int]]] = {}
+        # each partition's adding and removing replicas (KIP-455), empty when it is not being reassigned
+        self.moving: dict[str, dict[int, tuple[list[int], list[int]]]] = {}
         self.states: dict[tuple[str, int], PartitionView] = {}
         self.deleting: list[str] = []
         self.problems: dict[str, str] = {}
@@ -71,6 +73,7 @@ class WatchedClusterState:
             self.full, self._last_full = False, self.clock()
             self.dirty.clear()
             self.brokers, self.assignments, self.states, self.problems = {}, {}, {}, {}
+            self.moving = {}
             try:
                 for path in ("/controller", "/controller_epoch", BrokerIdsZNode.path, BrokerTopicsZNode.path,
                              DELETE_TOPICS):
@@ -145,10 +148,13 @@ class WatchedClusterState:
         if data is None:
             self._drop_topic(topic)
             return
-        assignment = self._decode(TopicZNode.path(topic), lambda: TopicZNode.decode(topic, data).partitions, None)
-        if assignment is None:
+        decoded = self._decode(TopicZNode.path(topic), lambda: TopicZNode.decode(topic, data), None)
+        if decoded is None:
             return
+        assignment = decoded.partitions
         self.assignments[topic] = {p: list(r) for p, r in assignment.items()}
+        self.moving[topic] = {p: (list(decoded.adding_replicas.get(p, [])), list(decoded.removing_replicas.get(p, [])))
+                              for p in assignment}
         for partition in sorted(assignment):
             await self._read_state(topic, partition)
 
@@ -156,7 +162,9 @@ class WatchedClusterState:
         replicas = self.assignments.get(topic, {}).get(partition)
         if replicas is None:
             return
-        view = PartitionView(topic, partition, list(replicas))
+        adding, removing = self.moving.get(topic, {}).get(partition, ([], []))
+        view = PartitionView(topic, partition, list(replicas), adding_replicas=list(adding),
+                             removing_replicas=list(removing))
         path = TopicPartitionStateZNode.path(topic, partition)
         data, stat = await self.zk.get_or_none(path, self._on_watch)   # missing: watched until it is created
         if data is not None:
@@ -168,6 +176,7 @@ class WatchedClusterState:
 
     def _drop_topic(self, topic: str) -> None:
         self.assignments.pop(topic, None)
+        self.moving.pop(topic, None)
         for key in [k for k in self.states if k[0] == topic]:
             del self.states[key]
 

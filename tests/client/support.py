@@ -15,6 +15,7 @@ from kafka import KafkaConsumer
 from kafka import TopicPartition as KafkaTopicPartition
 from kafka.protocol.admin import (
     AlterConfigsResponse,
+    AlterPartitionReassignmentsResponse,
     CreatePartitionsResponse,
     CreateTopicsResponse,
     DeleteGroupsResponse,
@@ -25,6 +26,7 @@ from kafka.protocol.admin import (
     DescribeLogDirsResponse,
     ElectLeadersResponse,
     IncrementalAlterConfigsResponse,
+    ListPartitionReassignmentsResponse,
 )
 from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.consumer import (
@@ -54,6 +56,7 @@ RESPONSES: dict[int, type[ApiMessage]] = {
     19: CreateTopicsResponse, 20: DeleteTopicsResponse, 21: DeleteRecordsResponse, 22: InitProducerIdResponse,
     35: DescribeLogDirsResponse,
     37: CreatePartitionsResponse, 42: DeleteGroupsResponse, 43: ElectLeadersResponse, 47: OffsetDeleteResponse,
+    45: AlterPartitionReassignmentsResponse, 46: ListPartitionReassignmentsResponse,
     60: DescribeClusterResponse, 32: DescribeConfigsResponse, 33: AlterConfigsResponse,
     44: IncrementalAlterConfigsResponse,
 }

@@ -16,6 +16,7 @@ from zk.znodes import (
     TopicConfigZNode,
     TopicPartitionStateZNode,
     TopicZNode,
+    ReassignPartitionsZNode,
     ZNodeDecodeError,
 )
 
@@ -65,6 +66,26 @@ def test_topic_assignment_uses_string_partition_keys():
                     "adding_replicas": {}, "removing_replicas": {}}
     decoded = TopicZNode.decode("t", b'{"partitions":{"1":[2,3,1],"0":[1,2,3]},"version":1}')
     assert decoded.partitions == {0: [1, 2, 3], 1: [2, 3, 1]}
+
+
+def test_a_partition_being_reassigned_lists_its_adding_and_removing_replicas_as_kafka_2_8_writes_them():
+    body = json.loads(TopicZNode.encode({0: [2, 3, 4, 1], 1: [2, 3, 1]}, {0: [4], 1: []}, {0: [1]}))
+    assert body == {"version": 2, "partitions": {"0": [2, 3, 4, 1], "1": [2, 3, 1]},
+                    "adding_replicas": {"0": [4]}, "removing_replicas": {"0": [1]}}
+    kafka_written = (b'{"version":2,"partitions":{"0":[4,5,6,1,2,3]},"adding_replicas":{"0":[4,5,6]},'
+                     b'"removing_replicas":{"0":[1,2,3]}}')
+    decoded = TopicZNode.decode("t", kafka_written)
+    assert decoded.adding_replicas == {0: [4, 5, 6]} and decoded.removing_replicas == {0: [1, 2, 3]}
+
+
+def test_reassign_partitions_request_is_kafka_2_x_json_and_extra_fields_are_ignored():
+    assert json.loads(ReassignPartitionsZNode.encode({("t", 0): [2, 3, 4]})) == {
+        "version": 1, "partitions": [{"topic": "t", "partition": 0, "replicas": [2, 3, 4]}]}
+    tool_written = (b'{"version":1,"partitions":[{"topic":"t","partition":1,"replicas":[3,4,1],'
+                    b'"log_dirs":["any","any","any"]}]}')
+    assert ReassignPartitionsZNode.decode(tool_written) == {("t", 1): [3, 4, 1]}
+    with pytest.raises(ZNodeDecodeError):
+        ReassignPartitionsZNode.decode(b'{"version":1,"partitions":[{"topic":"t"}]}')
 
 
 def test_partition_state_json_matches_kafka():

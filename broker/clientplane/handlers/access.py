@@ -15,6 +15,7 @@ from broker.metadata_cache import MetadataCache
 from broker.producer_id_manager import ProducerIdManager
 from broker.replication.replica_manager import ReplicaIO
 from controller.preferred_election import ElectionResult, ElectionType
+from controller.reassignment import Refused, ReplicaAssignment
 from zk.client import ZkClient
 
 
@@ -39,7 +40,8 @@ class GroupAccess:
 
 @dataclass(frozen=True)
 class AdminAccess:
-    """CreateTopics, CreatePartitions, DeleteTopics, DescribeConfigs, InitProducerId, ElectLeaders and auto-creation."""
+    """CreateTopics, CreatePartitions, DeleteTopics, DescribeConfigs, InitProducerId, ElectLeaders,
+    Alter/ListPartitionReassignments and auto-creation."""
 
     broker_id: int
     config: KafkaConfig
@@ -52,6 +54,11 @@ class AdminAccess:
     # this broker's controller's elections (NOT_CONTROLLER per partition unless it is the active one)
     elect_leaders: Callable[[list[tuple[str, int]] | None, ElectionType],
                             Awaitable[dict[tuple[str, int], ElectionResult]]]
+    # this broker's controller's partition reassignments (KIP-455); None: not the active controller
+    alter_partition_reassignments: Callable[[dict[tuple[str, int], list[int] | None]],
+                                            Awaitable[dict[tuple[str, int], Refused | None] | None]]
+    list_partition_reassignments: Callable[[list[tuple[str, int]] | None],
+                                           Awaitable[dict[tuple[str, int], ReplicaAssignment] | None]]
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,8 @@ class ApiKey(enum.IntEnum):
     DELETE_GROUPS = 42
     ELECT_LEADERS = 43
     INCREMENTAL_ALTER_CONFIGS = 44
+    ALTER_PARTITION_REASSIGNMENTS = 45
+    LIST_PARTITION_REASSIGNMENTS = 46
     OFFSET_DELETE = 47
     DESCRIBE_CLUSTER = 60
 
@@ -93,6 +95,9 @@ _RANGES = (
     VersionRange(ApiKey.ELECT_LEADERS, 0, 1, 2),
     # v1 is v0 in the flexible encoding; librdkafka (>= 2.2) sends v1
     VersionRange(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1, 1),
+    # KIP-455 (Kafka 2.4): flexible from the start; Kafka 2.8 has v0 only (v1, KIP-860, came in 3.4)
+    VersionRange(ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, 0, 0),
+    VersionRange(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, 0, 0),
     # kio (generated from Kafka 4 specs) has no v0, which v1 repeats unchanged; v2 is flexible,
     # v3 adds a top-level error code and v4 the volume's total and usable bytes (KIP-827)
     VersionRange(ApiKey.DESCRIBE_LOG_DIRS, 1, 4, 2),
