@@ -6,6 +6,8 @@ that is printed at start, never from silently different defaults.
 
 from __future__ import annotations
 
+import re
+
 import socket
 import sys
 from typing import Any
@@ -78,6 +80,19 @@ def parse_properties(text: str) -> dict[str, str]:
     return {key: value.strip() for key, value in props.items()}
 
 
+KAFKA_VERSION = "2.8-IV1"  # ApiVersion.latestVersion of Kafka 2.8
+
+
+def _supported_version(value: str) -> bool:
+    """Kafka's version names (ApiVersion): "0.11.0", "1.1", "2.8-IV1", "2.4.1" ... from 0.11.0 (record batch v2) to
+    2.8."""
+    match = re.fullmatch(r"(\d+)\.(\d+)(?:\.(\d+))?(?:-IV\d+)?", value.strip())
+    if match is None:
+        return False
+    major, minor = int(match.group(1)), int(match.group(2))
+    return (major, minor) >= (0, 11) and (major, minor) <= (2, 8)
+
+
 class KafkaConfig(BaseModel):
     model_config = ConfigDict(frozen=True, populate_by_name=True, extra="allow")
 
@@ -98,6 +113,10 @@ class KafkaConfig(BaseModel):
     controlled_shutdown_max_retries: int = Field(3, alias="controlled.shutdown.max.retries", ge=0)
     controlled_shutdown_retry_backoff_ms: int = Field(5000, alias="controlled.shutdown.retry.backoff.ms", ge=0)
     unclean_leader_election_enable: bool = Field(False, alias="unclean.leader.election.enable")
+    # Reported by DescribeConfigs, where admin tools (kafka-ui, AKHQ) read the cluster's version. kafkasim speaks
+    # Kafka 2.8's protocol and stores record batch v2 whatever they say: only values it can honour are accepted.
+    inter_broker_protocol_version: str = Field(KAFKA_VERSION, alias="inter.broker.protocol.version")
+    log_message_format_version: str = Field(KAFKA_VERSION, alias="log.message.format.version")
     # Preferred leader election: the controller gives partitions back to their first assigned replica when a
     # broker's share of them led elsewhere is above the percentage (checked every interval)
     auto_leader_rebalance_enable: bool = Field(True, alias="auto.leader.rebalance.enable")
@@ -145,6 +164,16 @@ class KafkaConfig(BaseModel):
     profile: str = Field("kafka", alias="kafkasim.profile")
     # Prometheus text on http://<client listener host>:<port>/metrics (docs/metrics.md); 0 serves none
     metrics_port: int = Field(0, alias="kafkasim.metrics.port", ge=0, le=65535)
+
+    @field_validator("inter_broker_protocol_version", "log_message_format_version")
+    @classmethod
+    def _a_version_of_two_eight_or_before(cls, value: str, info) -> str:
+        if not _supported_version(value):
+            name = cls.model_fields[info.field_name].alias
+            raise ValueError(f"{name}={value!r}: kafkasim speaks Kafka 2.8's protocol and writes record batch v2 "
+                             f"(message format 0.11.0 and later): use a version from 0.11.0 to {KAFKA_VERSION}, "
+                             "or leave it out")
+        return value
 
     @field_validator("profile")
     @classmethod

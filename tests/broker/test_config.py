@@ -90,6 +90,8 @@ def test_leader_rebalance_settings_are_kafkas_and_the_classroom_checks_every_ten
     ({**BASE, "zookeeper.session.timeout.ms": "0"}, "zookeeper.session.timeout.ms"),
     ({**BASE, "kafkasim.profile": "fast"}, "unknown profile"),
     ({**BASE, "log.retention.check.interval.ms": "0"}, "log.retention.check.interval.ms"),
+    ({**BASE, "log.message.format.version": "0.10.2"}, "message format 0.11.0 and later"),
+    ({**BASE, "inter.broker.protocol.version": "3.0"}, "use a version from 0.11.0 to 2.8-IV1"),
 ])
 def test_bad_config_names_the_property(props, message):
     with pytest.raises(ConfigError) as info:
@@ -116,3 +118,11 @@ def test_min_insync_replicas_has_one_source_the_topic_defaults_that_topics_overr
 def test_a_min_insync_replicas_below_one_fails_at_start_naming_it():
     with pytest.raises(ConfigError, match=r"min\.insync\.replicas"):
         KafkaConfig.from_properties({**BASE, "min.insync.replicas": "0"})
+
+
+def test_the_versions_tools_read_default_to_kafka_two_eight_and_take_any_from_zero_eleven():
+    config = KafkaConfig.from_properties(BASE)
+    assert (config.inter_broker_protocol_version, config.log_message_format_version) == ("2.8-IV1", "2.8-IV1")
+    older = KafkaConfig.from_properties({**BASE, "inter.broker.protocol.version": "2.4",
+                                         "log.message.format.version": "0.11.0"})
+    assert (older.inter_broker_protocol_version, older.log_message_format_version) == ("2.4", "0.11.0")

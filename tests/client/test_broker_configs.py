@@ -253,6 +253,19 @@ def test_describe_reports_sources_synonyms_and_read_only_flags(cluster):
         alter_broker(cluster, str(broker), delete=["log.retention.bytes"])
 
 
+def test_the_versions_admin_tools_read_are_reported_read_only(cluster):
+    # kafka-ui and AKHQ read the cluster's version from these
+    broker = str(cluster.spec.brokers[0].broker_id)
+    described = describe_with_kafka_python(cluster, ConfigResourceType.BROKER, broker)
+    for name in ("inter.broker.protocol.version", "log.message.format.version"):
+        assert (described[name]["value"], described[name]["read_only"]) == ("2.8-IV1", True)
+        assert described[name]["config_source"] == "DEFAULT_CONFIG"
+    create_topic(cluster, "cfg-format", 1, 1)
+    topic = describe_with_kafka_python(cluster, ConfigResourceType.TOPIC, "cfg-format")["message.format.version"]
+    assert (topic["value"], topic["read_only"]) == ("2.8-IV1", True)
+    assert [s["name"] for s in topic["synonyms"]] == ["log.message.format.version"]
+
+
 def test_read_only_and_invalid_changes_are_refused_and_write_nothing(cluster):
     broker = str(cluster.spec.brokers[0].broker_id)
     alter_broker(cluster, DEFAULT, set_={"log.retention.bytes": "2000000"})

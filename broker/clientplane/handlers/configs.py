@@ -44,6 +44,7 @@ from zk.znodes import ZNodeDecodeError
 log = logging.getLogger(__name__)
 
 RESOURCE_TOPIC, RESOURCE_BROKER = 2, 4
+MESSAGE_FORMAT_VERSION = "log.message.format.version"
 UNCLEAN = "unclean.leader.election.enable"
 
 
@@ -198,6 +199,12 @@ async def _topic_configs(admin: AdminAccess, topic: str) -> tuple[ErrorCode, str
             synonyms = [(name, overrides[name], ConfigSource.TOPIC_CONFIG), *synonyms]
         source = synonyms[0][2] if synonyms else ConfigSource.DEFAULT_CONFIG
         entries.append((name, _text(value), source, False, synonyms))
+    # The message format every topic is written in (Kafka's message.format.version, from the broker's
+    # log.message.format.version), which admin tools read; kafkasim writes record batch v2 whatever it says, so
+    # it is reported read-only rather than taken as a topic override.
+    synonyms = layers.synonyms(MESSAGE_FORMAT_VERSION, [MESSAGE_FORMAT_VERSION])
+    entries.append(("message.format.version", synonyms[0][1], synonyms[0][2], True, synonyms))
+    entries.sort(key=lambda entry: entry[0])
     return ErrorCode.none, None, entries
 
 
