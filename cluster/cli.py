@@ -153,17 +153,23 @@ def _parser() -> argparse.ArgumentParser:
                                         "IncrementalAlterConfigs with confluent-kafka's AdminClient), like "
                                         "kafka-configs.sh --bootstrap-server. Every broker concerned applies a change "
                                         "at once, without a restart.")
-    entity = config.add_mutually_exclusive_group(required=True)
-    entity.add_argument("--topic")
-    entity.add_argument("--broker", type=int, help="one broker's configs; what it sets wins over --broker-defaults")
-    entity.add_argument("--broker-defaults", action="store_true",
-                        help="the cluster-wide broker default (/config/brokers/<default>), like kafka-configs.sh "
-                             "--entity-type brokers --entity-default")
+    _config_entity(config)
     config.add_argument("--describe", action="store_true", help="every config with its value and source")
     config.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                         help="override a config, e.g. --set min.insync.replicas=2 (repeatable)")
     config.add_argument("--delete", action="append", default=[], metavar="NAME",
                         help="remove an override: the broker default applies again (repeatable)")
+    # the same as words: `kafkasim config describe --topic T`, `config set --topic T NAME=VALUE ...`,
+    # `config delete --broker 1 NAME ...`
+    config_words = config.add_subparsers(dest="config_action", metavar="{describe,set,delete}",
+                                         parser_class=_CommandParser)
+    for word, summary, items in (("describe", "every config with its value and source", None),
+                                 ("set", "override configs", "NAME=VALUE"),
+                                 ("delete", "remove overrides: the broker default applies again", "NAME")):
+        action = config_words.add_parser(word, help=summary, description=summary)
+        _config_entity(action)
+        if items:
+            action.add_argument("items", nargs="+", metavar=items)
 
     leaders = sub.add_parser("leaders", help="leader elections: `leaders elect` gives partitions back to their "
                                              "preferred replicas")
@@ -555,9 +561,34 @@ def _reassign(args: argparse.Namespace, data_dir: Path) -> int:
     return run(bootstrap, args.partition, args.replicas, args.status, args.cancel)
 
 
+def _config_entity(parser: argparse.ArgumentParser) -> None:
+    # not required here: either the command or its word (`config set ...`) names the entity, checked in _config
+    entity = parser.add_mutually_exclusive_group()
+    entity.add_argument("--topic", default=argparse.SUPPRESS)
+    entity.add_argument("--broker", type=int, default=argparse.SUPPRESS,
+                        help="one broker's configs; what it sets wins over --broker-defaults")
+    entity.add_argument("--broker-defaults", action="store_true", default=argparse.SUPPRESS,
+                        help="the cluster-wide broker default (/config/brokers/<default>), like kafka-configs.sh "
+                             "--entity-type brokers --entity-default")
+
+
 def _config(args: argparse.Namespace, data_dir: Path) -> int:
     from cluster import configs
 
+    named = [name for name in ("topic", "broker", "broker_defaults") if getattr(args, name, None) not in (None, False)]
+    if len(named) != 1:
+        raise ClusterError("name one of --topic T, --broker N or --broker-defaults")
+    args.topic, args.broker = getattr(args, "topic", None), getattr(args, "broker", None)
+    args.broker_defaults = getattr(args, "broker_defaults", False)
+    action = getattr(args, "config_action", None)
+    if action is not None and (args.describe or args.set or args.delete):
+        raise ClusterError(f"`config {action}` already says what to do: leave out --describe, --set and --delete")
+    if action == "describe":
+        args.describe = True
+    elif action == "set":
+        args.set = list(args.items)
+    elif action == "delete":
+        args.delete = list(args.items)
     bootstrap = ClusterLayout(data_dir).load().bootstrap_servers
     if args.describe == bool(args.set or args.delete):
         raise ClusterError("give either --describe or at least one --set/--delete")

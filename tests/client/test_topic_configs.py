@@ -224,6 +224,22 @@ def test_the_cli_sets_describes_and_deletes(cluster):
     assert broker.returncode == 0, broker.stderr
     assert any(line.split()[:2] == ["broker.id", "1"] for line in broker.stdout.splitlines())
 
+    # the same as words: config set|describe|delete, the entity after the word
+    words = kafkasim[:-2]
+    done = subprocess.run([*words, "set", "--topic", topic, "retention.ms=5400000", "segment.bytes=2097152"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    shown = subprocess.run([*words, "describe", "--topic", topic], capture_output=True, text=True, timeout=60)
+    assert f"Dynamic configs for topic {topic}: {MIN_ISR}=2, retention.ms=5400000, segment.bytes=2097152" \
+        in shown.stdout
+    done = subprocess.run([*words, "delete", "--topic", topic, "retention.ms", "segment.bytes"], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(cluster.raw(f"/config/topics/{topic}")[0])["config"] == {MIN_ISR: "2"}
+    both = subprocess.run([*words, "describe", "--topic", topic, "--broker", "1"], capture_output=True, text=True,
+                          timeout=60)
+    assert both.returncode == 2 and "not allowed with argument" in both.stderr
+
 
 def test_turning_unclean_election_on_brings_an_offline_partition_back_at_once(cluster):
     topic = "cfg-unclean"
