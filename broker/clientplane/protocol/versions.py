@@ -101,8 +101,9 @@ _RANGES = (
     # kio (generated from Kafka 4 specs) has no v0, which v1 repeats unchanged; v2 is flexible,
     # v3 adds a top-level error code and v4 the volume's total and usable bytes (KIP-827)
     VersionRange(ApiKey.DESCRIBE_LOG_DIRS, 1, 4, 2),
-    # v1 only says the response may be throttled; v2 is flexible, v3 adds THROTTLING_QUOTA_EXCEEDED (KIP-599)
-    VersionRange(ApiKey.CREATE_PARTITIONS, 0, 1, 2),
+    # v1 only says the response may be throttled; v2 is flexible, v3 adds THROTTLING_QUOTA_EXCEEDED (KIP-599),
+    # which kafkasim, having no quotas, never answers
+    VersionRange(ApiKey.CREATE_PARTITIONS, 0, 3, 2),
     VersionRange(ApiKey.DELETE_GROUPS, 0, 2, 2),
     # never flexible (Kafka's OffsetDelete has a single version)
     VersionRange(ApiKey.OFFSET_DELETE, 0, 0, 1),
