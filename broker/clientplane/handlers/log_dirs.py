@@ -84,8 +84,9 @@ def alter_replica_log_dir_error(tp: tuple[str, int], destination: str, configure
     """Kafka 2.8's ReplicaManager.alterReplicaLogDirs for one replica, in its order of checks, given the broker's
     configured and live log dirs (absolute paths), the replica's current dir (None: not hosted here), whether it
     is in an offline dir and whether the metadata knows the partition. kafkasim never moves a replica between
-    its own log dirs (no future logs): a move is refused with INVALID_REQUEST, not retriable, so that tools stop
-    rather than retry (kafka-reassign-partitions.sh retries REPLICA_NOT_AVAILABLE until it times out)."""
+    its own log dirs (no future logs) and Kafka has no error for that: a move is refused with INVALID_REQUEST,
+    not retriable, blaming neither a disk (KAFKA_STORAGE_ERROR) nor a missing replica (REPLICA_NOT_AVAILABLE,
+    which kafka-reassign-partitions.sh retries until it times out)."""
     topic, partition = tp
     if len(f"{topic}-{partition}") + FUTURE_DIR_SUFFIX_LEN > FUTURE_DIR_NAME_MAX:
         return ErrorCode.invalid_topic_exception
