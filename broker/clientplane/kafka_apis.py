@@ -78,6 +78,7 @@ class KafkaApis:
             ApiKey.DELETE_GROUPS: (group_admin.handle_delete_groups, groups),
             ApiKey.OFFSET_DELETE: (group_admin.handle_offset_delete, groups),
             ApiKey.DESCRIBE_LOG_DIRS: (log_dirs.handle_describe_log_dirs, cluster_access),
+            ApiKey.ALTER_REPLICA_LOG_DIRS: (log_dirs.handle_alter_replica_log_dirs, cluster_access),
         }
         self._handlers: dict[int, Callable] = {
             ApiKey.API_VERSIONS: self.handle_api_versions,

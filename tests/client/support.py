@@ -16,6 +16,7 @@ from kafka import TopicPartition as KafkaTopicPartition
 from kafka.protocol.admin import (
     AlterConfigsResponse,
     AlterPartitionReassignmentsResponse,
+    AlterReplicaLogDirsResponse,
     CreatePartitionsResponse,
     CreateTopicsResponse,
     DeleteGroupsResponse,
@@ -54,7 +55,7 @@ _SIZE = struct.Struct(">i")
 RESPONSES: dict[int, type[ApiMessage]] = {
     0: ProduceResponse, 1: FetchResponse, 2: ListOffsetsResponse, 3: MetadataResponse, 18: ApiVersionsResponse,
     19: CreateTopicsResponse, 20: DeleteTopicsResponse, 21: DeleteRecordsResponse, 22: InitProducerIdResponse,
-    35: DescribeLogDirsResponse,
+    34: AlterReplicaLogDirsResponse, 35: DescribeLogDirsResponse,
     37: CreatePartitionsResponse, 42: DeleteGroupsResponse, 43: ElectLeadersResponse, 47: OffsetDeleteResponse,
     45: AlterPartitionReassignmentsResponse, 46: ListPartitionReassignmentsResponse,
     60: DescribeClusterResponse, 32: DescribeConfigsResponse, 33: AlterConfigsResponse,

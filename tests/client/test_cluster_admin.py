@@ -1,7 +1,8 @@
-"""DescribeCluster and DescribeLogDirs on a real cluster, with unmodified admin clients (confluent-kafka's and
-kafka-python's AdminClient) and raw frames decoded by kafka-python: the brokers, the controller ZooKeeper's
-/controller names and the cluster id; each broker's log directory with its replicas' sizes, which are the bytes
-of their segment files on disk and grow with the log."""
+"""DescribeCluster, DescribeLogDirs and AlterReplicaLogDirs on a real cluster, with unmodified admin clients
+(confluent-kafka's and kafka-python's AdminClient) and raw frames decoded by kafka-python: the brokers, the
+controller ZooKeeper's /controller names and the cluster id; each broker's log directory with its replicas' sizes,
+which are the bytes of their segment files on disk and grow with the log; Kafka's answers to a move between log
+directories, none of which changes a file."""
 
 from __future__ import annotations
 
@@ -11,14 +12,17 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 from kafka import KafkaAdminClient
-from kafka.protocol.admin import DescribeClusterRequest, DescribeLogDirsRequest
+from kafka.protocol.admin import AlterReplicaLogDirsRequest, DescribeClusterRequest, DescribeLogDirsRequest
 
-from tests.client.support import RawConnection, bootstrap, create_topic
+from tests.client.support import RawConnection, bootstrap, create_topic, metadata_request
 from tests.harness import RunningCluster, wait_until, znode_json
 
 pytestmark = [pytest.mark.processes, pytest.mark.slow]
 
 MISMATCHED_ENDPOINT_TYPE = 114
+UNKNOWN_TOPIC_OR_PARTITION = 3
+REPLICA_NOT_AVAILABLE = 9
+LOG_DIR_NOT_FOUND = 57
 # what the CLUSTER resource supports, by AclOperation code: all granted when no authorizer is configured
 ALL_CLUSTER_OPERATIONS = {"CREATE": 5, "ALTER": 7, "DESCRIBE": 8, "CLUSTER_ACTION": 9, "DESCRIBE_CONFIGS": 10,
                           "ALTER_CONFIGS": 11, "IDEMPOTENT_WRITE": 12}
@@ -162,3 +166,42 @@ def test_kafka_python_describes_the_cluster_and_every_brokers_log_dirs(cluster, 
         (described_topic,) = [t for t in result["topics"] if t["name"] == topic]
         (partition,) = described_topic["partitions"]
         assert partition["partition_size"] == bytes_on_disk(cluster, answer["broker"], topic, 0)
+
+
+def alter_replica_log_dirs_request(moves: list[tuple[str, str, int]]) -> AlterReplicaLogDirsRequest:
+    """One AlterReplicaLogDir per (dir, topic, partition), as kafka-reassign-partitions.sh sends them."""
+    Dir = AlterReplicaLogDirsRequest.AlterReplicaLogDir
+    return AlterReplicaLogDirsRequest(dirs=[Dir(path=path, topics=[Dir.AlterReplicaLogDirTopic(name=topic,
+                                                                                                 partitions=[p])])
+                                            for path, topic, p in moves])
+
+
+def partition_files(cluster: RunningCluster, broker_id: int, topic: str, partition: int) -> dict[str, bytes]:
+    return {f.name: f.read_bytes() for f in sorted((log_dir(cluster, broker_id) / f"{topic}-{partition}").iterdir())}
+
+
+def test_alter_replica_log_dirs_answers_as_kafka_and_moves_nothing(cluster):
+    topic = "log-dirs-alter"
+    create_topic(cluster, topic, 1, replication_factor=1)
+    produce(cluster, topic, 5)
+    holder = cluster.state([topic]).partition(topic, 0).leader
+    other = next(b.broker_id for b in cluster.spec.brokers if b.broker_id != holder)
+    here = str(log_dir(cluster, holder))
+    before = partition_files(cluster, holder, topic, 0)
+    for version in (1, 2):
+        with RawConnection(client_port_of(cluster, holder)) as connection:
+            reply = connection.request(alter_replica_log_dirs_request(
+                [(here, topic, 0), (here, "no-such-topic", 0), (here + "-elsewhere", "log-dirs-other", 0)]), version)
+            answers = {(t.topic_name, p.partition_index): p.error_code for t in reply.results for p in t.partitions}
+            assert answers == {(topic, 0): 0, ("no-such-topic", 0): UNKNOWN_TOPIC_OR_PARTITION,
+                               ("log-dirs-other", 0): LOG_DIR_NOT_FOUND}
+            # the connection stays open: the next request on it is answered
+            metadata = connection.request(metadata_request([topic]), 8)
+            assert [t.name for t in metadata.topics] == [topic]
+    # a broker that does not hold the replica: Kafka's NOT_LEADER_OR_FOLLOWER, answered as REPLICA_NOT_AVAILABLE
+    with RawConnection(client_port_of(cluster, other)) as connection:
+        reply = connection.request(alter_replica_log_dirs_request([(str(log_dir(cluster, other)), topic, 0)]), 2)
+        assert [(t.topic_name, [(p.partition_index, p.error_code) for p in t.partitions]) for t in reply.results] == [
+            (topic, [(0, REPLICA_NOT_AVAILABLE)])]
+    assert partition_files(cluster, holder, topic, 0) == before
+    assert not [p.name for p in log_dir(cluster, holder).iterdir() if p.name.endswith("-future")]

@@ -63,8 +63,8 @@ class AdminAccess:
 
 @dataclass(frozen=True)
 class ClusterAccess:
-    """DescribeCluster and DescribeLogDirs: the cluster as this broker's metadata shows it, and this broker's
-    own log directories and replicas, read only."""
+    """DescribeCluster, DescribeLogDirs and AlterReplicaLogDirs: the cluster as this broker's metadata shows it,
+    and this broker's own log directories and replicas, read only."""
 
     config: KafkaConfig
     metadata_cache: MetadataCache

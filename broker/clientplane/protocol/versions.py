@@ -34,6 +34,7 @@ class ApiKey(enum.IntEnum):
     OFFSET_FOR_LEADER_EPOCH = 23
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
+    ALTER_REPLICA_LOG_DIRS = 34
     DESCRIBE_LOG_DIRS = 35
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
@@ -98,6 +99,8 @@ _RANGES = (
     # KIP-455 (Kafka 2.4): flexible from the start; Kafka 2.8 has v0 only (v1, KIP-860, came in 3.4)
     VersionRange(ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, 0, 0),
     VersionRange(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, 0, 0),
+    # kio has no v0, which v1 repeats unchanged (v1 only says the response may be throttled); v2 is flexible
+    VersionRange(ApiKey.ALTER_REPLICA_LOG_DIRS, 1, 2, 2),
     # kio (generated from Kafka 4 specs) has no v0, which v1 repeats unchanged; v2 is flexible,
     # v3 adds a top-level error code and v4 the volume's total and usable bytes (KIP-827)
     VersionRange(ApiKey.DESCRIBE_LOG_DIRS, 1, 4, 2),
