@@ -32,6 +32,8 @@ PROFILES: dict[str, dict[str, str]] = {
         "group.initial.rebalance.delay.ms": "300",
         # a broker back from a crash gets its preferred leaderships back within seconds, while the class watches
         "leader.imbalance.check.interval.seconds": "10",
+        # compacted topics are cleaned within a second or two of becoming dirty enough, not 15 s later
+        "log.cleaner.backoff.ms": "1000",
     },
 }
 
@@ -235,6 +237,9 @@ class KafkaConfig(BaseModel):
             from broker.log.config import LogConfig
 
             LogConfig.from_broker_properties(config.model_extra or {})  # log.* settings fail here, not later
+            from broker.log.cleaner.log_cleaner import CleanerConfig
+
+            CleanerConfig.model_validate(config.model_extra or {})  # and log.cleaner.* ones
             return config
         except ValidationError as exc:
             problems = []
@@ -265,9 +270,10 @@ class KafkaConfig(BaseModel):
         lines = [f"kafkasim broker {self.broker_id}, profile {self.profile}"]
         for key, value in PROFILES[self.profile].items():
             lines.append(f"  profile sets {key}={value}")
+        from broker.log.cleaner.log_cleaner import cleaner_property_names
         from broker.log.config import broker_property_names, topic_property_names
 
-        log_keys = broker_property_names() | topic_property_names()
+        log_keys = broker_property_names() | topic_property_names() | cleaner_property_names()
         for key in (k for k in self.unknown_properties if k not in log_keys):
             lines.append(f"  warning: the configuration {key} was supplied but isn't a known config")
         return "\n".join(lines)

@@ -94,7 +94,8 @@ class CleaningResult:
 
     def discard(self) -> None:
         for group in self.groups:
-            group.cleaned.delete()
+            with contextlib.suppress(OSError):  # the log's directory may be gone or offline by now
+                group.cleaned.delete()
 
 
 def clean(plan: CleaningPlan, offset_map: OffsetMap, throttler: Throttler, *, now_ms: int,

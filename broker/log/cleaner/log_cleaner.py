@@ -47,6 +47,10 @@ class CleanerConfig(BaseModel):
         return min(self.dedupe_buffer_size // max(1, self.threads), INT_MAX)
 
 
+def cleaner_property_names() -> frozenset[str]:
+    return frozenset(field.alias or name for name, field in CleanerConfig.model_fields.items())
+
+
 class LogCleaner:
     def __init__(self, config: CleanerConfig, logs: Callable[[], dict[TopicPartition, Log]],
                  clock: Callable[[], int], on_cleaned: Callable[[CleaningReport], None] = lambda report: None) -> None:
