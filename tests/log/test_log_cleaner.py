@@ -214,3 +214,77 @@ def _check_compacted_prefix(log_, latest):
     for r in records:
         last[r.key] = r.value
     assert last == latest
+
+
+@pytest.mark.parametrize("policy,deleted", [("compact", False), ("compact,delete", True), ("delete", True)])
+def test_retention_by_time_leaves_a_compact_only_log_alone(tmp_path, clock, policy, deleted):
+    log_ = open_log(tmp_path, clock, **{"cleanup.policy": policy, "retention.ms": 1000})
+    _fill(log_, clock, batches=100)
+    segments = len(log_.segments)
+    clock.advance(60_000)
+    removed = log_.delete_old_segments(high_watermark=log_.log_end_offset)
+    assert (removed > 0) == deleted
+    assert (len(log_.segments) < segments) == deleted
+
+
+def test_the_cleaner_threads_clean_a_dirty_log_and_stop_cleanly(tmp_path, clock):
+    import asyncio
+    import time
+
+    from broker.log.cleaner.log_cleaner import CleanerConfig, LogCleaner
+
+    log_ = open_log(tmp_path, clock)
+    latest = _fill(log_, clock, batches=300)
+    reports = []
+
+    async def run() -> None:
+        cleaner = LogCleaner(CleanerConfig.model_validate({"log.cleaner.backoff.ms": 50}),
+                             lambda: {log_.topic_partition: log_}, clock, on_cleaned=reports.append)
+        cleaner.startup()
+        deadline = time.monotonic() + 20
+        while not reports and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        await cleaner.shutdown()
+
+    asyncio.run(run())
+    assert reports and reports[0].end_offset == log_.active_segment.base_offset
+    _check_compacted(log_, latest, tombstones_gone=False)
+    assert not list(log_.directory.glob("*.cleaned")) and not list(log_.directory.glob("*.swap"))
+
+
+def test_a_cleaning_told_to_stop_leaves_no_cleaned_file(tmp_path, clock):
+    from broker.log.cleaner.cleaner import CleaningAborted
+
+    log_ = open_log(tmp_path, clock)
+    _fill(log_, clock, batches=300)
+    manager = CleanerManager(lambda: {log_.topic_partition: log_}, clock)
+    opened, candidate = manager.grab_filthiest()
+    plan = manager.plan(opened, candidate)
+    calls = []
+
+    def stop_after_a_while() -> bool:
+        calls.append(1)
+        return len(calls) > 400  # well into the rewrite
+
+    with pytest.raises(CleaningAborted):
+        clean(plan, OffsetMap(1 << 20), Throttler(float("inf")), now_ms=clock(), should_stop=stop_after_a_while)
+    manager.abandoned(opened, plan)
+    assert not list(log_.directory.glob("*.cleaned"))
+    assert clean_once(log_, clock) is not None
+
+
+def test_a_log_truncated_during_its_cleaning_is_not_swapped(tmp_path, clock):
+    log_ = open_log(tmp_path, clock)
+    latest = _fill(log_, clock, batches=200)
+    records_before = read_segments(log_.directory)
+    manager = CleanerManager(lambda: {log_.topic_partition: log_}, clock)
+    opened, candidate = manager.grab_filthiest()
+    plan = manager.plan(opened, candidate)
+    result = clean(plan, OffsetMap(1 << 20), Throttler(float("inf")), now_ms=clock())
+    # a follower truncating below the mapped section: the map may name offsets that are gone now
+    target = log_.segments[2].base_offset + 1
+    log_.truncate_to(target)
+    assert manager.done_cleaning(opened, plan, result) is None
+    assert not list(log_.directory.glob("*.cleaned"))
+    assert read_segments(log_.directory) == [r for r in records_before if r.offset < log_.log_end_offset]
+    assert latest
