@@ -132,6 +132,7 @@ class KafkaConfig(BaseModel):
     group_initial_rebalance_delay_ms: int = Field(3000, alias="group.initial.rebalance.delay.ms", ge=0)
     offsets_topic_num_partitions: int = Field(50, alias="offsets.topic.num.partitions", ge=1)
     offsets_topic_replication_factor: int = Field(3, alias="offsets.topic.replication.factor", ge=1)
+    offsets_topic_segment_bytes: int = Field(104857600, alias="offsets.topic.segment.bytes", ge=1)
     offsets_commit_timeout_ms: int = Field(5000, alias="offsets.commit.timeout.ms", gt=0)
     offset_metadata_max_bytes: int = Field(4096, alias="offset.metadata.max.bytes", ge=0)
     # Which follower truncation rule to replay: high-watermark (before KIP-101), kip-101, kip-279.

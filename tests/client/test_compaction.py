@@ -1,7 +1,8 @@
 """Compacted topics on a real cluster (issue 21): a client creates a topic with cleanup.policy=compact as Schema
 Registry does for ``_schemas``; values produced over a few keys are compacted by every replica's cleaner, whose
 segment files then hold only the last value of each key outside the active segment; a consumer reading from
-offset 0 sees the latest value of every key."""
+offset 0 sees the latest value of every key. ``__consumer_offsets`` is compacted too: after many commits of one
+group its log keeps the last commit, and a new coordinator loading the compacted log still knows it."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
-from tests.client.support import bootstrap
+from broker.group.coordinator import partition_for
+from tests.client.support import bootstrap, leader_of
 from tests.harness import RunningCluster, start_cluster, wait_until
 from tests.log.cleaner_support import read_segments
 from traces import events as te
@@ -22,7 +24,9 @@ ROUNDS = 60
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory, zk_server: str):
-    running = start_cluster(tmp_path_factory.mktemp("compaction-cluster"), zk_server)
+    # small __consumer_offsets segments, so commits roll them and the cleaner has inactive segments to compact
+    running = start_cluster(tmp_path_factory.mktemp("compaction-cluster"), zk_server,
+                            overrides={"offsets.topic.segment.bytes": "8192"})
     try:
         yield running
     finally:
@@ -36,6 +40,19 @@ def admin(cluster: RunningCluster) -> AdminClient:
 def create(cluster: RunningCluster, name: str, partitions: int, replication: int, config: dict[str, str]) -> None:
     client = admin(cluster)
     client.create_topics([NewTopic(name, partitions, replication, config=config)])[name].result(30)
+
+
+def all_cleaned(cluster: RunningCluster, topic: str, partition: int) -> bool:
+    """Every replica's log cleaned up to its active segment. A follower may have nothing to clean: one that fetched
+    after its leader's cleaning holds the compacted log, maybe in its active segment alone."""
+    for broker in cluster.spec.brokers:
+        directory = cluster.layout.broker_dir(broker.broker_id) / "logs" / f"{topic}-{partition}"
+        active = max(int(p.name[:20]) for p in directory.glob("*.log"))
+        cleaned = [e for e in cluster.traces(broker.broker_id)
+                   if isinstance(e, te.LogCleaned) and (e.topic, e.partition) == (topic, partition)]
+        if active > 0 and (not cleaned or cleaned[-1].end_offset != active):
+            return False
+    return True
 
 
 def test_a_client_creates_a_compacted_topic_as_schema_registry_does(cluster):
@@ -80,17 +97,8 @@ def test_every_replica_compacts_its_log_and_a_consumer_from_offset_0_sees_the_la
     produced = KEYS * ROUNDS
 
     # each replica cleans its own log, up to its active segment (no more appends come)
-    def all_cleaned() -> bool:
-        for broker in cluster.spec.brokers:
-            directory = cluster.layout.broker_dir(broker.broker_id) / "logs" / f"{topic}-0"
-            active = max(int(p.name[:20]) for p in directory.glob("*.log"))
-            cleaned = [e for e in cluster.traces(broker.broker_id)
-                       if isinstance(e, te.LogCleaned) and e.topic == topic]
-            if not cleaned or cleaned[-1].end_offset != active:
-                return False
-        return True
-
-    wait_until(all_cleaned, 60, "every replica's cleaner to reach its active segment", interval_s=0.5)
+    wait_until(lambda: all_cleaned(cluster, topic, 0), 60, "every replica's cleaner to reach its active segment",
+               interval_s=0.5)
     for broker in cluster.spec.brokers:
         directory = cluster.layout.broker_dir(broker.broker_id) / "logs" / f"{topic}-0"
         active = max(int(p.name[:20]) for p in directory.glob("*.log"))
@@ -104,7 +112,7 @@ def test_every_replica_compacts_its_log_and_a_consumer_from_offset_0_sees_the_la
         for r in outside:
             if r.key not in in_active:
                 assert r.value == latest[r.key]
-        assert outside and len(outside) <= KEYS and len(records) < produced
+        assert len(outside) <= KEYS and len(records) < produced
 
     consumer = Consumer({"bootstrap.servers": bootstrap(cluster), "group.id": "compaction-reader",
                          "enable.auto.commit": False})
@@ -121,3 +129,54 @@ def test_every_replica_compacts_its_log_and_a_consumer_from_offset_0_sees_the_la
     finally:
         consumer.close()
     assert seen == latest
+
+
+def _partition_dir(cluster: RunningCluster, broker_id: int, topic: str, partition: int):
+    return cluster.layout.broker_dir(broker_id) / "logs" / f"{topic}-{partition}"
+
+
+def test_consumer_offsets_is_compacted_and_a_new_coordinator_loads_the_last_commit(cluster):
+    topic, group = "committed-often", "compaction-committer"
+    create(cluster, topic, 1, 3, {})
+    consumer = Consumer({"bootstrap.servers": bootstrap(cluster), "group.id": group, "enable.auto.commit": False})
+    commits = 400
+    try:
+        for offset in range(1, commits + 1):
+            consumer.commit(offsets=[TopicPartition(topic, 0, offset)], asynchronous=False)
+    finally:
+        consumer.close()
+    resource = ConfigResource(ConfigResource.Type.TOPIC, "__consumer_offsets")
+    client = admin(cluster)  # held until the answer is in: a collected client cancels its requests
+    assert client.describe_configs([resource])[resource].result(30)["cleanup.policy"].value == "compact"
+    partitions = len([p for p in cluster.state(["__consumer_offsets"]).partitions if p.topic == "__consumer_offsets"])
+    partition = partition_for(group, partitions)
+    coordinator = leader_of(cluster, "__consumer_offsets", partition)
+
+    def coordinator_cleaned() -> bool:
+        return any(isinstance(e, te.LogCleaned) and (e.topic, e.partition) == ("__consumer_offsets", partition)
+                   for e in cluster.traces(coordinator))
+
+    wait_until(lambda: coordinator_cleaned() and all_cleaned(cluster, "__consumer_offsets", partition), 60,
+               "every replica of the group's __consumer_offsets partition compacted",
+               interval_s=0.5)
+    for broker in cluster.spec.brokers:
+        directory = _partition_dir(cluster, broker.broker_id, "__consumer_offsets", partition)
+        active = max(int(p.name[:20]) for p in directory.glob("*.log"))
+        outside = [r for r in read_segments(directory) if r.offset < active]
+        keys = [r.key for r in outside]
+        assert len(keys) == len(set(keys)) and len(outside) <= 2  # the group's metadata and its one offset
+
+    # the coordinator dies; the new one loads the group from its own compacted log
+    cluster.kill9(coordinator)
+    try:
+        wait_until(lambda: leader_of(cluster, "__consumer_offsets", partition) not in (coordinator, -1), 30,
+                   "a new coordinator")
+        reader = Consumer({"bootstrap.servers": bootstrap(cluster), "group.id": group, "enable.auto.commit": False})
+        try:
+            committed = wait_until(lambda: reader.committed([TopicPartition(topic, 0)], timeout=5)[0].offset, 60,
+                                   "the committed offset from the new coordinator")
+            assert committed == commits
+        finally:
+            reader.close()
+    finally:
+        cluster.start(coordinator)
