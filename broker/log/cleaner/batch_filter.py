@@ -11,7 +11,7 @@ of its producer id, which stays as an empty header so the producer's sequence su
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from enum import Enum
 
@@ -87,6 +87,23 @@ def records_of(batch: bytes | memoryview, header: BatchHeader) -> list[Record]:
         records.append(Record(attributes, timestamp_delta, offset_delta, key, value, body[position:end]))
         position = end
     return records
+
+
+def keys_of(batch: bytes | memoryview, header: BatchHeader) -> Iterator[tuple[int, bytes | None]]:
+    """(offset delta, key) of every record, for the offset map: values and headers are skipped, not parsed.
+    Raises CodecUnavailable."""
+    if not codecs.available(header.compression):
+        raise CodecUnavailable(f"codec {header.compression} is not available")
+    body = codecs.decompress(header.compression, bytes(memoryview(batch)[HEADER_SIZE:header.size]))
+    position = 0
+    for _ in range(header.records_count):
+        length, position = read_varint(body, position)
+        end = position + length
+        _, at = read_varint(body, position + 1)  # timestamp delta
+        offset_delta, at = read_varint(body, at)
+        key, _ = _read_bytes(body, at)
+        yield offset_delta, key
+        position = end
 
 
 def filter_batch(batch: bytes | memoryview, header: BatchHeader, keep: KeepRecord, *,

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from broker.log.cleaner.batch_filter import CodecUnavailable, filter_batch, records_of, should_retain_record
+from broker.log.cleaner.batch_filter import CodecUnavailable, filter_batch, keys_of, should_retain_record
 from broker.log.cleaner.offset_map import OffsetMap
 from broker.log.cleaner.selection import LogToClean, SegmentFacts, group_segments
 from broker.log.cleaner.throttler import Throttler
@@ -200,13 +200,13 @@ def _map_segment(source: SourceSegment, start: int, offset_map: OffsetMap, throt
         stats.map_bytes_read += header.size
         if not _kept_whole(header):
             try:
-                records = records_of(batch, header)
+                keys = list(keys_of(batch, header))
             except CodecUnavailable:
-                records = []
-            for record in records:
+                keys = []
+            for offset_delta, key in keys:
                 stats.map_records_read += 1
-                offset = header.base_offset + record.offset_delta
-                if record.key is not None and offset >= start and not offset_map.put(record.key, offset):
+                offset = header.base_offset + offset_delta
+                if key is not None and offset >= start and not offset_map.put(key, offset):
                     return True
         offset_map.update_latest_offset(header.last_offset)
     return False
