@@ -240,3 +240,15 @@ def test_compaction_defaults_are_kafkas_and_the_broker_sets_them_by_kafkas_names
                                                "log.cleaner.delete.retention.ms": "10"})
     assert (broker.cleanup_policy, broker.min_cleanable_dirty_ratio, broker.delete_retention_ms) == (
         "compact", 0.2, 10)
+
+
+def test_a_dynamic_change_may_turn_compaction_on_and_a_bad_policy_is_refused_as_kafka_does():
+    from kio.schema.errors import ErrorCode
+
+    from broker.dynamic_config import ConfigError, validate_topic_overrides
+
+    config = validate_topic_overrides("t", {"cleanup.policy": "compact,delete"}, LogConfig())
+    assert config.compact and config.delete
+    with pytest.raises(ConfigError) as info:
+        validate_topic_overrides("t", {"cleanup.policy": "shred"}, LogConfig())
+    assert info.value.error_code == ErrorCode.invalid_request
