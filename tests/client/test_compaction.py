@@ -7,6 +7,8 @@ group its log keeps the last commit, and a new coordinator loading the compacted
 from __future__ import annotations
 
 import pytest
+import signal
+
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
@@ -20,13 +22,16 @@ pytestmark = [pytest.mark.processes, pytest.mark.slow]
 
 KEYS = 40
 ROUNDS = 60
+THROTTLE_BYTES_PER_S = 400_000
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory, zk_server: str):
-    # small __consumer_offsets segments, so commits roll them and the cleaner has inactive segments to compact
+    # small __consumer_offsets segments, so commits roll them and the cleaner has inactive segments to compact; a
+    # throttled cleaner, so a cleaning of a few MiB lasts long enough to be killed in its middle
     running = start_cluster(tmp_path_factory.mktemp("compaction-cluster"), zk_server,
-                            overrides={"offsets.topic.segment.bytes": "8192"})
+                            overrides={"offsets.topic.segment.bytes": "8192",
+                                       "log.cleaner.io.max.bytes.per.second": str(THROTTLE_BYTES_PER_S)})
     try:
         yield running
     finally:
@@ -47,6 +52,8 @@ def all_cleaned(cluster: RunningCluster, topic: str, partition: int) -> bool:
     after its leader's cleaning holds the compacted log, maybe in its active segment alone."""
     for broker in cluster.spec.brokers:
         directory = cluster.layout.broker_dir(broker.broker_id) / "logs" / f"{topic}-{partition}"
+        if not directory.exists():
+            continue  # no replica here
         active = max(int(p.name[:20]) for p in directory.glob("*.log"))
         cleaned = [e for e in cluster.traces(broker.broker_id)
                    if isinstance(e, te.LogCleaned) and (e.topic, e.partition) == (topic, partition)]
@@ -180,3 +187,48 @@ def test_consumer_offsets_is_compacted_and_a_new_coordinator_loads_the_last_comm
             reader.close()
     finally:
         cluster.start(coordinator)
+
+
+def test_a_broker_killed_in_the_middle_of_a_cleaning_recovers_a_correct_log(cluster):
+    topic, victim = "compacted-then-killed", 2
+    client = admin(cluster)
+    client.create_topics([NewTopic(topic, num_partitions=1, replication_factor=-1, replica_assignment=[[victim]],
+                                   config={"cleanup.policy": "compact", "segment.bytes": str(256 * 1024)})
+                          ])[topic].result(30)
+    producer = Producer({"bootstrap.servers": bootstrap(cluster), "acks": "all", "linger.ms": 5,
+                         "batch.size": 64_000})
+    latest: dict[bytes, bytes] = {}
+    errors: list = []
+    for n in range(20_000):
+        key = f"key-{n % 50}".encode()
+        value = f"{n:08d}-".encode() + b"x" * 90
+        producer.produce(topic, value, key, partition=0,
+                         on_delivery=lambda error, _m: error is not None and errors.append(error))
+        latest[key] = value
+        if n % 1000 == 0:
+            producer.poll(0)
+    assert producer.flush(30) == 0 and not errors, errors[:3]
+    directory = _partition_dir(cluster, victim, topic, 0)
+
+    # throttled, the rewrite of a few MiB takes seconds: kill -9 while its .cleaned files are being written
+    wait_until(lambda: list(directory.glob("*.log.cleaned")), 60, "a cleaning writing its .cleaned files",
+               interval_s=0.01)
+    cluster.signal(victim, signal.SIGKILL)
+    wait_until(lambda: cluster.pid(victim) is None, 10, f"broker {victim} to die")
+    assert list(directory.glob("*.cleaned")), "the crash left the cleaning's files"
+    cluster.start(victim)
+    names = [p.name for p in directory.iterdir()]
+    assert not [n for n in names if n.endswith((".cleaned", ".swap"))], names
+
+    def last_values() -> dict[bytes, bytes]:
+        values = {}
+        for record in read_segments(directory):
+            values[record.key] = record.value
+        return values
+
+    assert last_values() == latest, "no latest value lost"
+    wait_until(lambda: all_cleaned(cluster, topic, 0), 90, "the restarted broker's cleaner to finish", interval_s=0.5)
+    assert last_values() == latest
+    active = max(int(p.name[:20]) for p in directory.glob("*.log"))
+    outside = [r.key for r in read_segments(directory) if r.offset < active]
+    assert len(outside) == len(set(outside))
