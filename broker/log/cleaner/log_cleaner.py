@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import sys
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -26,6 +27,10 @@ from broker.log.log import Log
 log = logging.getLogger(__name__)
 
 DOUBLE_MAX = 1.7976931348623157e308
+# While a cleaner thread runs Python code, the event loop waits for the GIL up to the interpreter's switch interval
+# (5 ms) each time it wants it back; a shorter one while cleanings run brought a produce p99 (acks=all) from 170-190 ms
+# to about 100 ms, against 23-30 ms without the cleaner (docs/compaction.md: still far from the 1.5x target).
+CLEANING_SWITCH_INTERVAL_S = 0.0005
 INT_MAX = 2**31 - 1
 
 
@@ -64,6 +69,8 @@ class LogCleaner:
         self._executor: ThreadPoolExecutor | None = None
         self._tasks: list[asyncio.Task] = []
         self.cleanings = 0
+        self._running = 0
+        self._switch_interval = sys.getswitchinterval()
 
     def startup(self) -> None:
         if not self.config.enable or self.config.threads == 0:
@@ -101,6 +108,10 @@ class LogCleaner:
         opened, candidate = grabbed
         plan = self.manager.plan(opened, candidate)
         assert self._executor is not None
+        if self._running == 0:
+            self._switch_interval = sys.getswitchinterval()
+            sys.setswitchinterval(CLEANING_SWITCH_INTERVAL_S)
+        self._running += 1
         try:
             result = await asyncio.get_running_loop().run_in_executor(
                 self._executor, lambda: clean(plan, offset_map, self._throttler, now_ms=self._clock(),
@@ -114,6 +125,10 @@ class LogCleaner:
                           opened.topic, opened.partition)
             self.manager.failed(opened, plan)
             return False
+        finally:
+            self._running -= 1
+            if self._running == 0:
+                sys.setswitchinterval(self._switch_interval)
         report = self.manager.done_cleaning(opened, plan, result)
         if report is None:
             return False
