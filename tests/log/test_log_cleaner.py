@@ -288,3 +288,20 @@ def test_a_log_truncated_during_its_cleaning_is_not_swapped(tmp_path, clock):
     assert not list(log_.directory.glob("*.cleaned"))
     assert read_segments(log_.directory) == [r for r in records_before if r.offset < log_.log_end_offset]
     assert latest
+
+
+def test_a_cleaning_failing_because_its_log_was_deleted_counts_as_abandoned(tmp_path, clock):
+    log_ = open_log(tmp_path, clock)
+    _fill(log_, clock, batches=200)
+    logs = {log_.topic_partition: log_}
+    manager = CleanerManager(lambda: dict(logs), clock)
+    opened, candidate = manager.grab_filthiest()
+    plan = manager.plan(opened, candidate)
+    assert not manager.changed_under(opened, plan)
+    logs.clear()
+    log_.delete()  # StopReplica(delete) while the thread works: its .cleaned files have nowhere to go
+    with pytest.raises(OSError):
+        clean(plan, OffsetMap(1 << 20), Throttler(float("inf")), now_ms=clock())
+    assert manager.changed_under(opened, plan)
+    manager.abandoned(opened, plan)
+    assert not manager.uncleanable and not manager.in_progress

@@ -120,6 +120,11 @@ class LogCleaner:
             self.manager.abandoned(opened, plan)
             return False
         except Exception:
+            if self.manager.changed_under(opened, plan):
+                # deleted, truncated or moved by retention meanwhile: Kafka aborts such a cleaning, it is no failure
+                log.info("%s-%d: the log changed during its cleaning; abandoned", opened.topic, opened.partition)
+                self.manager.abandoned(opened, plan)
+                return False
             # KIP-346: a log whose cleaning fails is marked uncleanable, the others go on being cleaned
             log.exception("%s-%d: cleaning failed; the log is marked uncleanable until the broker restarts",
                           opened.topic, opened.partition)

@@ -161,6 +161,11 @@ class CleanerManager:
             plan.close()
             self.in_progress.discard(tp)
 
+    def changed_under(self, opened: Log, plan: CleaningPlan) -> bool:
+        """The log is gone, or no longer holds the segments the plan read, as they were."""
+        return self._logs().get(opened.topic_partition) is not opened or \
+            not self._unchanged(opened, plan, plan.sources[-1].base_offset)
+
     def failed(self, opened: Log, plan: CleaningPlan) -> None:
         plan.close()
         tp = opened.topic_partition
