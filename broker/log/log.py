@@ -14,6 +14,7 @@ from typing import Any, NamedTuple, TypeVar
 
 from kio.schema.errors import ErrorCode
 
+from broker.log.cleaner.batch_filter import CodecUnavailable, keys_of
 from broker.log.checkpoint import (
     LEADER_EPOCH_CHECKPOINT,
     LeaderEpochCheckpointFile,
@@ -79,6 +80,22 @@ def parse_topic_partition(directory_name: str) -> tuple[str, int]:
     if match is None:
         raise ValueError(f"{directory_name!r} is not a partition directory name (<topic>-<partition>)")
     return match.group(1), int(match.group(2))
+
+
+def _check_keys_for_compaction(records: bytes | bytearray | memoryview, position: int, header: BatchHeader,
+                               topic: str, partition: int) -> None:
+    """Kafka's LogValidator.validateKey: a compacted topic refuses a record without a key (INVALID_RECORD), which
+    compaction could never replace nor delete. A batch of a codec this process cannot read goes unchecked."""
+    if header.is_control:
+        return
+    try:
+        keys = [key for _, key in keys_of(memoryview(records)[position:position + header.size], header)]
+    except CodecUnavailable:
+        return
+    if any(key is None for key in keys):
+        raise InvalidRecordBatchError(
+            ErrorCode.invalid_record,
+            f"Compacted topic cannot accept message without key in topic partition {topic}-{partition}.")
 
 
 @dataclass(frozen=True, slots=True)
@@ -312,6 +329,9 @@ class Log:
                 now_ms=now,
                 timestamp_difference_max_ms=config.message_timestamp_difference_max_ms,
             )
+        if config.compact:
+            for position, header in batches:
+                _check_keys_for_compaction(records, position, header, self.topic, self.partition)
         self._check_fits_in_segment(len(records))
         data = bytearray(records)
         next_offset = self._log_end_offset

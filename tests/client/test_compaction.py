@@ -80,6 +80,18 @@ def test_an_unknown_cleanup_policy_is_refused(cluster):
     assert info.value.args[0].name() == "INVALID_CONFIG"
 
 
+def test_a_record_without_a_key_is_refused_by_a_compacted_topic(cluster):
+    create(cluster, "compacted-keyless", 1, 1, {"cleanup.policy": "compact"})
+    producer = Producer({"bootstrap.servers": bootstrap(cluster), "retries": 0})
+    outcome: list = []
+    # one batch each: Kafka refuses a whole batch holding a keyless record
+    producer.produce("compacted-keyless", b"no key", partition=0, on_delivery=lambda err, _m: outcome.append(err))
+    producer.flush(30)
+    producer.produce("compacted-keyless", b"keyed", b"k", partition=0, on_delivery=lambda err, _m: outcome.append(err))
+    producer.flush(30)
+    assert [e.name() if e else None for e in outcome] == ["INVALID_RECORD", None]
+
+
 def test_every_replica_compacts_its_log_and_a_consumer_from_offset_0_sees_the_latest_values(cluster):
     topic = "compacted-values"
     create(cluster, topic, 1, 3, {"cleanup.policy": "compact", "segment.bytes": "16384",

@@ -305,3 +305,19 @@ def test_a_cleaning_failing_because_its_log_was_deleted_counts_as_abandoned(tmp_
     assert manager.changed_under(opened, plan)
     manager.abandoned(opened, plan)
     assert not manager.uncleanable and not manager.in_progress
+
+
+def test_a_compacted_log_refuses_a_record_without_a_key_as_kafka_does(tmp_path, clock):
+    from kio.schema.errors import ErrorCode
+
+    from broker.log.errors import InvalidRecordBatchError
+
+    log_ = open_log(tmp_path, clock)
+    with pytest.raises(InvalidRecordBatchError) as info:
+        produce(log_, clock, [(b"a", b"1"), (None, b"2")], compression=GZIP)
+    assert info.value.error_code == ErrorCode.invalid_record
+    assert "Compacted topic cannot accept message without key" in str(info.value)
+    assert log_.log_end_offset == 0
+    plain = open_log(tmp_path / "plain", clock, **{"cleanup.policy": "delete"})
+    produce(plain, clock, [(None, b"2")])
+    assert plain.log_end_offset == 1
