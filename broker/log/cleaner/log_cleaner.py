@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 DOUBLE_MAX = 1.7976931348623157e308
 # While a cleaner thread runs Python code, the event loop waits for the GIL up to the interpreter's switch interval
 # (5 ms) each time it wants it back; a shorter one while cleanings run brought a produce p99 (acks=all) from 170-190 ms
-# to about 100 ms, against 23-30 ms without the cleaner (docs/compaction.md: still far from the 1.5x target).
+# to about 100 ms in most runs, against 23-30 ms without the cleaner (docs/compaction.md: far from the 1.5x target).
 CLEANING_SWITCH_INTERVAL_S = 0.0005
 INT_MAX = 2**31 - 1
 
