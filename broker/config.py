@@ -34,6 +34,8 @@ PROFILES: dict[str, dict[str, str]] = {
         "group.initial.rebalance.delay.ms": "300",
         # a broker back from a crash gets its preferred leaderships back within seconds, while the class watches
         "leader.imbalance.check.interval.seconds": "10",
+        # compacted topics are cleaned within a second or two of becoming dirty enough, not 15 s later
+        "log.cleaner.backoff.ms": "1000",
     },
 }
 
@@ -149,6 +151,7 @@ class KafkaConfig(BaseModel):
     group_initial_rebalance_delay_ms: int = Field(3000, alias="group.initial.rebalance.delay.ms", ge=0)
     offsets_topic_num_partitions: int = Field(50, alias="offsets.topic.num.partitions", ge=1)
     offsets_topic_replication_factor: int = Field(3, alias="offsets.topic.replication.factor", ge=1)
+    offsets_topic_segment_bytes: int = Field(104857600, alias="offsets.topic.segment.bytes", ge=1)
     offsets_commit_timeout_ms: int = Field(5000, alias="offsets.commit.timeout.ms", gt=0)
     offset_metadata_max_bytes: int = Field(4096, alias="offset.metadata.max.bytes", ge=0)
     # Which follower truncation rule to replay: high-watermark (before KIP-101), kip-101, kip-279.
@@ -264,6 +267,9 @@ class KafkaConfig(BaseModel):
             from broker.log.config import LogConfig
 
             LogConfig.from_broker_properties(config.model_extra or {})  # log.* settings fail here, not later
+            from broker.log.cleaner.log_cleaner import CleanerConfig
+
+            CleanerConfig.model_validate(config.model_extra or {})  # and log.cleaner.* ones
             return config
         except ValidationError as exc:
             problems = []
@@ -294,9 +300,10 @@ class KafkaConfig(BaseModel):
         lines = [f"kafkasim broker {self.broker_id}, profile {self.profile}"]
         for key, value in PROFILES[self.profile].items():
             lines.append(f"  profile sets {key}={value}")
+        from broker.log.cleaner.log_cleaner import cleaner_property_names
         from broker.log.config import broker_property_names, topic_property_names
 
-        log_keys = broker_property_names() | topic_property_names()
+        log_keys = broker_property_names() | topic_property_names() | cleaner_property_names()
         for key in (k for k in self.unknown_properties if k not in log_keys):
             lines.append(f"  warning: the configuration {key} was supplied but isn't a known config")
         return "\n".join(lines)

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 from pydantic import ValidationError
 
+from broker.log.cleaner.log_cleaner import CleanerConfig, LogCleaner
+from broker.log.cleaner.manager import CleaningReport
 from broker.log.config import LogConfig, topic_property_names
 from broker.log.errors import CorruptCheckpointError, KafkaStorageError, LogDirInUseError
 from broker.log.log import Log, parse_topic_partition
@@ -50,11 +52,15 @@ class LogService:
     def __init__(self, config_properties: Mapping[str, str], log_dirs: list, zk: ZkClient, *,
                  high_watermarks: Callable[[], Mapping[TopicPartition, int]],
                  intervals: MaintenanceIntervals | None = None,
-                 log_dir_failure_channel: LogDirFailureChannel | None = None) -> None:
+                 log_dir_failure_channel: LogDirFailureChannel | None = None,
+                 on_log_cleaned: Callable[[CleaningReport], None] = lambda report: None) -> None:
         self.intervals = intervals or MaintenanceIntervals()
         self.default_config = LogConfig.from_broker_properties(config_properties)
         self.manager = LogManager(log_dirs, self.default_config, clock=now_ms,
                                   log_dir_failure_channel=log_dir_failure_channel)
+        # the cleaner compacts the logs of cleanup.policy=compact topics, on threads of its own (broker/log/cleaner)
+        self.cleaner = LogCleaner(CleanerConfig.model_validate(config_properties), lambda: self.manager.logs, now_ms,
+                                  on_cleaned=on_log_cleaned)
         self.zk = zk
         self._high_watermarks = high_watermarks
         self._task: asyncio.Task | None = None
@@ -86,6 +92,7 @@ class LogService:
             raise LogDirectoryError(f"{exc}; free space in or repair {exc.log_dir}, then start the broker again"
                                     ) from None
         self._task = asyncio.get_running_loop().create_task(self._periodic(), name="log-maintenance")
+        self.cleaner.startup()
 
     def _topics_on_disk(self) -> set[str]:
         topics = set()
@@ -225,6 +232,7 @@ class LogService:
                 log.exception("log maintenance failed; retrying in %.0f s", FLUSH_CHECK_INTERVAL_S)
 
     async def shutdown(self) -> None:
+        await self.cleaner.shutdown()  # before the logs close: a cleaning in progress stops and leaves nothing
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

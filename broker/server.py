@@ -26,6 +26,7 @@ from broker.log.errors import KafkaStorageError
 from broker.log.log_dir_failure_channel import LogDirFailureChannel
 from broker.config_change_listener import ConfigChangeListener
 from broker.dynamic_broker_config import BrokerConfigLayers
+from broker.log.cleaner.manager import CleaningReport
 from broker.log_service import LogDirectoryError, LogService, MaintenanceIntervals
 from broker.memory import keep_freed_memory
 from broker.metrics.broker_state import snapshot_broker
@@ -111,7 +112,8 @@ class KafkaServer:
                                           config.replica_high_watermark_checkpoint_interval_ms / 1000,
                                           config.log_retention_check_interval_ms / 1000,
                                           config.log_flush_offset_checkpoint_interval_ms / 1000),
-                                      log_dir_failure_channel=self.log_dir_failure_channel)
+                                      log_dir_failure_channel=self.log_dir_failure_channel,
+                                      on_log_cleaned=self._on_log_cleaned)
         self.producer_ids = ProducerIdManager(config.broker_id, self.zk)
         self.isr_manager = IsrChangeManager(
             self.zk, self.replica_io, self.trace, self.now_ms,
@@ -184,6 +186,14 @@ class KafkaServer:
     def now_ms(self) -> int:
         """The loop's monotonic clock in ms: purgatory timeouts and replica lag times are measured on it."""
         return int(self.loop.time() * 1000)
+
+    def _on_log_cleaned(self, report: CleaningReport) -> None:
+        self.trace.emit(te.LogCleaned, topic=report.topic, partition=report.partition,
+                        first_dirty_offset=report.first_dirty_offset, end_offset=report.end_offset,
+                        segments_before=report.segments_before, segments_after=report.segments_after,
+                        bytes_before=report.bytes_before, bytes_after=report.bytes_after,
+                        dirty_bytes=report.dirty_bytes, records_read=report.records_read,
+                        records_kept=report.records_kept, keys=report.keys, duration_ms=report.duration_ms)
 
     @property
     def is_controller(self) -> bool:

@@ -88,6 +88,14 @@ async def status(zk_connect: str, as_json: bool) -> int:
 
 async def topic_create(zk_connect: str, name: str, partitions: int, replication_factor: int,
                        config: dict[str, str]) -> int:
+    from broker.dynamic_config import ConfigError, validate_topic_overrides
+    from broker.log.config import LogConfig
+
+    try:
+        # the brokers' own check (CreateTopics, AlterConfigs): a config no broker could apply is never written
+        validate_topic_overrides(name, config, LogConfig())
+    except ConfigError as exc:
+        raise ClusterError(f"{exc}; topic {name} not created") from None
     async with _zk(zk_connect) as zk:
         try:
             assignment = await create_topic(zk, name, partitions, replication_factor, config)

@@ -209,6 +209,27 @@ class LogDirFailed(TraceEvent):
     offline_partitions: list[str]
 
 
+class LogCleaned(TraceEvent):
+    """The log cleaner compacted one replica's log (Kafka's "Cleaner 0: Log ... cleaned" statistics): offsets
+    [first_dirty_offset, end_offset) were mapped (``dirty_bytes`` read, ``keys`` keys), the segments from the log
+    start to ``end_offset`` rewritten into ``segments_after`` segments, ``end_offset`` checkpointed."""
+
+    event: Literal["log_cleaned"] = "log_cleaned"
+    topic: str
+    partition: int
+    first_dirty_offset: int
+    end_offset: int
+    segments_before: int
+    segments_after: int
+    bytes_before: int
+    bytes_after: int
+    dirty_bytes: int
+    records_read: int
+    records_kept: int
+    keys: int
+    duration_ms: float
+
+
 class ProduceAcknowledged(TraceEvent):
     """A produce answered for one partition (acks=0: the append, no answer sent). ``end_offset`` is the
     offset after the batch; on error nothing was appended and both offsets are -1."""
@@ -380,7 +401,7 @@ AnyTraceEvent = Annotated[
     | PartitionReassignmentStep
     | TopicConfigChanged | BrokerConfigChanged
     | ControlRequestReceived | ControlRequestApplied | ReplicaRoleChanged | ControlledShutdownStep | BrokerStopped
-    | LogDirFailed | ProduceAcknowledged | IsrChanged | FollowerTruncated | HighWatermarkUpdated
+    | LogDirFailed | LogCleaned | ProduceAcknowledged | IsrChanged | FollowerTruncated | HighWatermarkUpdated
     | FollowerFetchStateUpdated | LogStartOffsetIncremented | FetchServed | DelayedOperationFinished
     | GroupStateChanged | FaultInjected
     | ScenarioStep | TraceEventsDropped,

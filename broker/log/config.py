@@ -6,10 +6,11 @@ from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 LONG_MAX = 2**63 - 1
 _DAY_MS = 24 * 60 * 60 * 1000
+CLEANUP_POLICIES = ("delete", "compact")
 
 
 class TimestampType(StrEnum):
@@ -51,6 +52,31 @@ class LogConfig(BaseModel):
     # Not a log setting, but a topic config Kafka keeps in LogConfig too: acks=all needs this many in sync.
     min_insync_replicas: int = Field(1, alias="min.insync.replicas", ge=1)
     simulate_unflushed_loss: bool = Field(False, alias="kafkasim.log.simulate.unflushed.loss")
+    # Compaction (the log cleaner, broker/log/cleaner/): Kafka's names and defaults.
+    cleanup_policy: str = Field("delete", alias="cleanup.policy")
+    min_cleanable_dirty_ratio: float = Field(0.5, alias="min.cleanable.dirty.ratio", ge=0, le=1)
+    min_compaction_lag_ms: int = Field(0, alias="min.compaction.lag.ms", ge=0)
+    max_compaction_lag_ms: int = Field(LONG_MAX, alias="max.compaction.lag.ms", ge=1)
+    delete_retention_ms: int = Field(_DAY_MS, alias="delete.retention.ms", ge=0)
+
+    @field_validator("cleanup_policy")
+    @classmethod
+    def _known_policies(cls, value: str) -> str:
+        # Kafka's ValidList: a comma-separated list of "delete" and "compact", at least one
+        policies = [p.strip() for p in value.split(",")]
+        if not value.strip() or any(p not in CLEANUP_POLICIES for p in policies):
+            raise ValueError(f"cleanup.policy must be a list of {' and '.join(CLEANUP_POLICIES)} (got {value!r})")
+        return value
+
+    @property
+    def compact(self) -> bool:
+        """The log cleaner compacts this log (cleanup.policy holds compact)."""
+        return "compact" in {p.strip() for p in self.cleanup_policy.split(",")}
+
+    @property
+    def delete(self) -> bool:
+        """Retention by time and size applies (cleanup.policy holds delete); a compact-only log keeps its segments."""
+        return "delete" in {p.strip() for p in self.cleanup_policy.split(",")}
 
     def with_overrides(self, topic_properties: Mapping[str, Any]) -> LogConfig:
         """This config with per-topic properties (Kafka topic names) applied on top."""
@@ -123,5 +149,10 @@ _BROKER_TO_TOPIC = {
     "log.segment.delete.delay.ms": "file.delete.delay.ms",
     "min.insync.replicas": "min.insync.replicas",
     "kafkasim.log.simulate.unflushed.loss": "kafkasim.log.simulate.unflushed.loss",
+    "log.cleanup.policy": "cleanup.policy",
+    "log.cleaner.min.cleanable.ratio": "min.cleanable.dirty.ratio",
+    "log.cleaner.min.compaction.lag.ms": "min.compaction.lag.ms",
+    "log.cleaner.max.compaction.lag.ms": "max.compaction.lag.ms",
+    "log.cleaner.delete.retention.ms": "delete.retention.ms",
 }
 _TOPIC_TO_BROKER = {topic: broker for broker, topic in _BROKER_TO_TOPIC.items()}

@@ -14,6 +14,7 @@ from typing import Any, NamedTuple, TypeVar
 
 from kio.schema.errors import ErrorCode
 
+from broker.log.cleaner.batch_filter import CodecUnavailable, keys_of
 from broker.log.checkpoint import (
     LEADER_EPOCH_CHECKPOINT,
     LeaderEpochCheckpointFile,
@@ -41,7 +42,7 @@ from broker.log.record_batch import (
     split_record_set,
 )
 from broker.log.retention import deletable_segments
-from broker.log.segment import LogSegment
+from broker.log.segment import CLEANED_SUFFIX, SWAP_SUFFIX, LogSegment
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +80,22 @@ def parse_topic_partition(directory_name: str) -> tuple[str, int]:
     if match is None:
         raise ValueError(f"{directory_name!r} is not a partition directory name (<topic>-<partition>)")
     return match.group(1), int(match.group(2))
+
+
+def _check_keys_for_compaction(records: bytes | bytearray | memoryview, position: int, header: BatchHeader,
+                               topic: str, partition: int) -> None:
+    """Kafka's LogValidator.validateKey: a compacted topic refuses a record without a key (INVALID_RECORD), which
+    compaction could never replace nor delete. A batch of a codec this process cannot read goes unchecked."""
+    if header.is_control:
+        return
+    try:
+        keys = [key for _, key in keys_of(memoryview(records)[position:position + header.size], header)]
+    except CodecUnavailable:
+        return
+    if any(key is None for key in keys):
+        raise InvalidRecordBatchError(
+            ErrorCode.invalid_record,
+            f"Compacted topic cannot accept message without key in topic partition {topic}-{partition}.")
 
 
 @dataclass(frozen=True, slots=True)
@@ -312,6 +329,9 @@ class Log:
                 now_ms=now,
                 timestamp_difference_max_ms=config.message_timestamp_difference_max_ms,
             )
+        if config.compact:
+            for position, header in batches:
+                _check_keys_for_compaction(records, position, header, self.topic, self.partition)
         self._check_fits_in_segment(len(records))
         data = bytearray(records)
         next_offset = self._log_end_offset
@@ -570,14 +590,18 @@ class Log:
 
     @_storage_guarded("deleting segments of")
     def delete_old_segments(self, high_watermark: int) -> int:
-        """Apply retention.ms, retention.bytes and the log start offset; returns segments deleted."""
+        """Apply retention.ms, retention.bytes and the log start offset; returns segments deleted.
+
+        A compact-only log (cleanup.policy=compact) keeps its segments whatever their age and size, as Kafka's
+        deleteOldSegments: only the log start offset (DeleteRecords) removes them; the cleaner shrinks them."""
+        time_and_size = self.config.delete
         count, reasons = deletable_segments(
             self._segments,
             log_end_offset=self._log_end_offset,
             high_watermark=high_watermark,
             log_start_offset=self._log_start_offset,
-            retention_ms=self.config.retention_ms,
-            retention_bytes=self.config.retention_bytes,
+            retention_ms=self.config.retention_ms if time_and_size else -1,
+            retention_bytes=self.config.retention_bytes if time_and_size else -1,
             now_ms=self._clock(),
         )
         if count == 0:
@@ -612,6 +636,26 @@ class Log:
         self._remove_segments(self._segments[:count])
         self.delete_expired_files()
         return count
+
+    @_storage_guarded("swapping cleaned segments into")
+    def replace_segments(self, cleaned: LogSegment, old_segments: list[LogSegment]) -> None:
+        """Swap the cleaner's new segment in for ``old_segments`` (consecutive, none of them active), crash-safely
+        as Kafka's replaceSegments: ``.cleaned`` → ``.swap``, the old segments renamed ``.deleted`` (deleted after
+        file.delete.delay.ms, so a fetch reading them finishes), then ``.swap`` stripped. A crash at any step is
+        finished at the next load (log_loader): leftover ``.cleaned`` files go, a ``.swap`` log completes its swap.
+        """
+        first = self._segments.index(old_segments[0])
+        if self._segments[first:first + len(old_segments)] != old_segments or \
+                first + len(old_segments) >= len(self._segments) or cleaned.base_offset != old_segments[0].base_offset:
+            raise ValueError(f"{self.topic}-{self.partition}: the cleaned segment {cleaned} does not replace "
+                             f"consecutive inactive segments {old_segments}")
+        cleaned.change_file_suffixes(CLEANED_SUFFIX, SWAP_SUFFIX)
+        fsync_directory(self.directory)
+        self._remove_segments(old_segments)
+        self._segments.insert(first, cleaned)
+        self._bases.insert(first, cleaned.base_offset)
+        cleaned.change_file_suffixes(SWAP_SUFFIX, "")
+        fsync_directory(self.directory)
 
     def _remove_segments(self, segments: list[LogSegment]) -> None:
         deadline = self._clock() + self.config.file_delete_delay_ms

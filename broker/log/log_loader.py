@@ -10,18 +10,21 @@ from broker.log.config import LogConfig
 from broker.log.errors import CorruptIndexError
 from broker.log.record_batch import MalformedBatch
 from broker.log.segment import (
+    CLEANED_SUFFIX,
     DELETED_SUFFIX,
     INDEX_SUFFIX,
     LOG_SUFFIX,
+    SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
     EpochAssigner,
     LogSegment,
+    segment_file_name,
 )
 
 log = logging.getLogger(__name__)
 
 _SEGMENT_FILE = re.compile(r"^(\d{20})(\.log|\.index|\.timeindex)$")
-_STRAY_SUFFIXES = (DELETED_SUFFIX, ".cleaned", ".tmp")
+_STRAY_SUFFIXES = (DELETED_SUFFIX, CLEANED_SUFFIX, ".tmp")
 
 
 def load_segments(
@@ -41,6 +44,7 @@ def load_segments(
     are deleted: a log never has a hole followed by more data.
     """
     _remove_stray_files(directory)
+    _complete_swaps(directory, config, now_ms)
     bases = sorted(
         int(p.name[:20]) for p in directory.iterdir() if _SEGMENT_FILE.match(p.name) and p.suffix == LOG_SUFFIX
     )
@@ -116,8 +120,12 @@ def _remove_stray_files(directory: Path) -> None:
         if name.endswith(_STRAY_SUFFIXES):
             log.info("removing leftover %s", path)
             path.unlink(missing_ok=True)
-        elif name.endswith(".swap"):
-            log.warning("ignoring %s: this broker never swaps segments (no log cleaner)", path)
+        elif name.endswith(SWAP_SUFFIX):
+            match = _SEGMENT_FILE.match(name.removesuffix(SWAP_SUFFIX))
+            if match is None or match.group(2) != LOG_SUFFIX:
+                # Kafka deletes swapped indexes: the swapped log's are rebuilt (_complete_swaps)
+                log.info("removing %s: an index of an unfinished swap is rebuilt", path)
+                path.unlink(missing_ok=True)
         else:
             match = _SEGMENT_FILE.match(name)
             if (
@@ -127,3 +135,26 @@ def _remove_stray_files(directory: Path) -> None:
             ):
                 log.info("removing %s: its log file is missing", path)
                 path.unlink(missing_ok=True)
+
+
+def _complete_swaps(directory: Path, config: LogConfig, now_ms: int) -> None:
+    """A ``<base>.log.swap`` is a cleaned segment whose swap a crash interrupted (Kafka's Log.completeSwapOperations):
+    it is re-validated with fresh indexes, the segments holding the offsets it covers go, and it takes their place.
+    Its ``.cleaned`` siblings were removed with the stray files: their swap had not begun, their sources are intact."""
+    swaps = sorted(p for p in directory.iterdir() if p.name.endswith(LOG_SUFFIX + SWAP_SUFFIX))
+    for path in swaps:
+        base = int(path.name[:20])
+        swapped = LogSegment(directory, base, config, now_ms, new=False, file_suffix=SWAP_SUFFIX)
+        swapped.recover()
+        swapped.on_become_inactive()
+        swapped.flush()
+        end = max(swapped.next_offset, base + 1)
+        for old in directory.iterdir():
+            match = _SEGMENT_FILE.match(old.name)
+            if match and match.group(2) == LOG_SUFFIX and base <= int(match.group(1)) < end:
+                log.info("completing the swap of %s: removing %s, which it replaces", path, old)
+                for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                    (directory / segment_file_name(int(match.group(1)), suffix)).unlink(missing_ok=True)
+        swapped.change_file_suffixes(SWAP_SUFFIX, "")
+        swapped.close()
+        log.warning("completed the interrupted swap of the cleaned segment %s", swapped.log_path)

@@ -27,6 +27,7 @@ log = logging.getLogger(__name__)
 
 LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX = ".log", ".index", ".timeindex"
 DELETED_SUFFIX = ".deleted"
+CLEANED_SUFFIX, SWAP_SUFFIX = ".cleaned", ".swap"  # the log cleaner's new segments, before and at their swap
 
 # Called during recovery with (partitionLeaderEpoch, baseOffset) of each re-validated batch.
 EpochAssigner = Callable[[int, int], None]
@@ -42,11 +43,12 @@ class LogSegment:
     ``size`` counts validated bytes only; the file never holds more once the segment is loaded.
     """
 
-    def __init__(self, directory: Path, base_offset: int, config: LogConfig, created_ms: int, *, new: bool):
+    def __init__(self, directory: Path, base_offset: int, config: LogConfig, created_ms: int, *, new: bool,
+                 file_suffix: str = ""):
         self.base_offset = base_offset
-        self.log_path = directory / segment_file_name(base_offset, LOG_SUFFIX)
-        index_path = directory / segment_file_name(base_offset, INDEX_SUFFIX)
-        time_index_path = directory / segment_file_name(base_offset, TIME_INDEX_SUFFIX)
+        self.log_path = directory / segment_file_name(base_offset, LOG_SUFFIX + file_suffix)
+        index_path = directory / segment_file_name(base_offset, INDEX_SUFFIX + file_suffix)
+        time_index_path = directory / segment_file_name(base_offset, TIME_INDEX_SUFFIX + file_suffix)
         if new:
             for path in (index_path, time_index_path):
                 path.unlink(missing_ok=True)
@@ -65,8 +67,11 @@ class LogSegment:
         self._first_batch_timestamp: int | None = None
 
     @classmethod
-    def create(cls, directory: Path, base_offset: int, config: LogConfig, now_ms: int) -> LogSegment:
-        return cls(directory, base_offset, config, now_ms, new=True)
+    def create(cls, directory: Path, base_offset: int, config: LogConfig, now_ms: int, *,
+               file_suffix: str = "") -> LogSegment:
+        """A new empty segment; the log cleaner writes its segments with ``file_suffix=".cleaned"`` (Kafka's
+        LogSegment.open with a file suffix) and renames them at the swap (:meth:`change_file_suffixes`)."""
+        return cls(directory, base_offset, config, now_ms, new=True, file_suffix=file_suffix)
 
     @classmethod
     def open(cls, directory: Path, base_offset: int, config: LogConfig, now_ms: int) -> LogSegment:
@@ -356,6 +361,23 @@ class LogSegment:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+
+    def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
+        """Rename the three files from ``<name><old_suffix>`` to ``<name><new_suffix>``; the indexes first, so a
+        log file under the new name means its indexes were renamed too (the swap's commit point is the log)."""
+        for index in (self.offset_index, self.time_index):
+            index.rename(index.path.with_name(index.path.name.removesuffix(old_suffix) + new_suffix))
+        new_log_path = self.log_path.with_name(self.log_path.name.removesuffix(old_suffix) + new_suffix)
+        os.replace(self.log_path, new_log_path)
+        self.log_path = new_log_path
+
+    @property
+    def last_modified_ms(self) -> int:
+        """The log file's modification time (Kafka's LogSegment.lastModified, which the delete horizon uses)."""
+        return int(os.fstat(self.fd).st_mtime * 1000)
+
+    def set_last_modified_ms(self, ms: int) -> None:
+        os.utime(self.log_path, ns=(ms * 1_000_000, ms * 1_000_000))
 
     def rename_to_deleted(self) -> None:
         """First step of Kafka's asynchronous delete: open regions stay readable until :meth:`delete`."""

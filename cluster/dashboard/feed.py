@@ -108,6 +108,9 @@ SENTENCES: dict[type[te.TraceEvent], Callable] = {
                                              if e.remaining_partitions else "")),
     te.BrokerStopped: lambda e: f"broker {e.broker_id} stopped" + ("" if e.clean else " (unclean)"),
     te.LogDirFailed: lambda e: f"broker {e.broker_id}'s log directory failed: {e.error}",
+    te.LogCleaned: lambda e: (f"broker {e.broker_id} compacted {e.topic}-{e.partition}: {e.segments_before} segments "
+                              f"({e.bytes_before} bytes) into {e.segments_after} ({e.bytes_after} bytes), "
+                              f"{e.keys} keys, up to offset {e.end_offset}"),
     te.GroupStateChanged: lambda e: (f"group {e.group_id}: {e.old_state} → {e.new_state}, generation "
                                      f"{e.generation_id}, {e.members} members"),
     te.FaultInjected: _fault,

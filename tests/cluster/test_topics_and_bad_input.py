@@ -25,7 +25,7 @@ def kafkasim(cluster, *args: str, timeout: float = 60) -> subprocess.CompletedPr
 
 def test_topics_are_created_described_and_deleted_through_zookeeper(cluster):
     made = kafkasim(cluster, "topic", "create", "events", "--partitions", "4", "--replication-factor", "2",
-                    "--config", "retention.ms=1000")
+                    "--config", "retention.ms=1000", "--config", "cleanup.policy=compact,delete")
     assert made.returncode == 0, made.stderr
     wait_until(lambda: all(p.leader >= 0 for p in cluster.state(["events"]).partitions), 15, "leaders")
     described = json.loads(kafkasim(cluster, "topic", "describe", "events", "--json").stdout)
@@ -33,7 +33,8 @@ def test_topics_are_created_described_and_deleted_through_zookeeper(cluster):
     assert [p["partition"] for p in partitions] == [0, 1, 2, 3]
     assert all(len(p["replicas"]) == 2 and p["isr"] == p["replicas"] and p["leader"] == p["replicas"][0]
                for p in partitions)
-    assert json.loads(cluster.raw("/config/topics/events")[0])["config"] == {"retention.ms": "1000"}
+    assert json.loads(cluster.raw("/config/topics/events")[0])["config"] == {
+        "retention.ms": "1000", "cleanup.policy": "compact,delete"}
 
     again = kafkasim(cluster, "topic", "create", "events", "--partitions", "1")
     assert again.returncode == 2 and "already exists" in again.stderr
@@ -52,6 +53,8 @@ def test_topics_are_created_described_and_deleted_through_zookeeper(cluster):
     (["x" * 250, "--partitions", "1"], "at most 249"),
     (["big", "--partitions", "1", "--replication-factor", "4"], "larger than the 3 live brokers"),
     (["none", "--partitions", "0"], "larger than 0"),
+    (["shredded", "--partitions", "1", "--config", "cleanup.policy=shred"], "cleanup.policy"),
+    (["unknown", "--partitions", "1", "--config", "no.such.config=1"], "Unknown topic config name: no.such.config"),
 ])
 def test_invalid_topic_requests_are_refused_and_change_nothing(cluster, args, message):
     result = kafkasim(cluster, "topic", "create", *args)

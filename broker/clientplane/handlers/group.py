@@ -28,8 +28,10 @@ FIRST_JOIN_VERSION_REQUIRING_MEMBER_ID = 4
 FIRST_LEAVE_VERSION_WITH_MEMBERS = 3
 AUTHORIZED_OPERATIONS_NOT_REQUESTED = -(2**31)
 NO_OFFSET = -1
-# Kafka creates __consumer_offsets compacted, with 100 MiB segments and the producer's compression.
-OFFSETS_TOPIC_CONFIG = {"segment.bytes": "104857600"}
+# Kafka creates __consumer_offsets compacted, with offsets.topic.segment.bytes segments (100 MiB) and the producer's
+# compression: the log cleaner keeps the last commit of each group-partition and the last metadata of each group, and
+# drops their tombstones after delete.retention.ms.
+OFFSETS_TOPIC_CONFIG = {"cleanup.policy": "compact"}
 
 
 async def ensure_offsets_topic(groups: GroupAccess) -> ErrorCode:
@@ -41,7 +43,7 @@ async def ensure_offsets_topic(groups: GroupAccess) -> ErrorCode:
         live = await live_broker_ids(groups.zk)
         replication = max(1, min(config.offsets_topic_replication_factor, len(live)))
         await create_topic(groups.zk, OFFSETS_TOPIC, config.offsets_topic_num_partitions, replication,
-                           OFFSETS_TOPIC_CONFIG)
+                           {**OFFSETS_TOPIC_CONFIG, "segment.bytes": str(config.offsets_topic_segment_bytes)})
     except AdminError as exc:
         if exc.error_code != ErrorCode.topic_already_exists:
             log.warning("creating %s failed: %s", OFFSETS_TOPIC, exc)

@@ -1,0 +1,189 @@
+"""CleanerManager: the loop's side of the cleaner (Kafka's LogCleanerManager): which compacted log is dirtiest, the
+plan a cleaner thread works from, the swap of its result into the log, and ``cleaner-offset-checkpoint``.
+
+Everything here runs on the broker's event loop, which owns the logs; only :func:`broker.log.cleaner.cleaner.clean`
+runs on a cleaner thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from broker.log.checkpoint import OffsetCheckpointFile
+from broker.log.cleaner.cleaner import CleaningPlan, CleaningResult, SourceSegment
+from broker.log.cleaner.selection import (
+    LogToClean,
+    SegmentFacts,
+    delete_horizon_ms,
+    filthiest,
+    first_dirty_offset,
+    log_to_clean,
+)
+from broker.log.errors import CorruptCheckpointError
+from broker.log.log import Log
+from broker.log.offset_index import OffsetIndex
+from broker.log.time_index import TimeIndex
+
+log = logging.getLogger(__name__)
+
+CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
+LONG_MAX = 2**63 - 1
+
+TopicPartition = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class CleaningReport:
+    """One finished cleaning, for the trace and the log line."""
+
+    topic: str
+    partition: int
+    first_dirty_offset: int
+    end_offset: int
+    segments_before: int
+    segments_after: int
+    bytes_before: int
+    bytes_after: int
+    records_read: int
+    records_kept: int
+    keys: int
+    duration_ms: float
+    dirty_bytes: int
+
+
+def segment_facts(log_: Log, *, with_timestamps: bool) -> list[SegmentFacts]:
+    facts = []
+    for segment in log_.segments:
+        largest = first = -1
+        if with_timestamps and segment.size:
+            largest = segment.largest_timestamp
+            first = segment.first_batch_timestamp() or -1
+        facts.append(SegmentFacts(
+            segment.base_offset, segment.size, largest_timestamp=largest, first_batch_timestamp=first,
+            last_modified_ms=segment.last_modified_ms,
+            index_bytes=segment.offset_index.entries * OffsetIndex.ENTRY.size,
+            time_index_bytes=segment.time_index.entries * TimeIndex.ENTRY.size))
+    return facts
+
+
+class CleanerManager:
+    def __init__(self, logs: Callable[[], dict[TopicPartition, Log]], clock: Callable[[], int]) -> None:
+        self._logs = logs
+        self._clock = clock
+        self.in_progress: set[TopicPartition] = set()
+        self.uncleanable: set[TopicPartition] = set()  # a cleaning failed (KIP-346): skipped until restart
+        self._checkpoints: dict[Path, dict[TopicPartition, int]] = {}
+
+    # ------------------------------------------------------------------------------------ checkpoint
+
+    def checkpointed_offsets(self, log_dir: Path) -> dict[TopicPartition, int]:
+        if log_dir not in self._checkpoints:
+            try:
+                self._checkpoints[log_dir] = OffsetCheckpointFile(log_dir / CLEANER_OFFSET_CHECKPOINT).read()
+            except CorruptCheckpointError as exc:
+                log.error("%s; every compacted log in %s is dirty from its start again", exc, log_dir)
+                self._checkpoints[log_dir] = {}
+        return self._checkpoints[log_dir]
+
+    def _write_checkpoint(self, log_dir: Path) -> None:
+        # only the logs still here: a deleted log's entry goes at the next write (Kafka updates it at the delete)
+        here = {tp for tp, opened in self._logs().items() if opened.log_dir == log_dir}
+        offsets = {tp: o for tp, o in self.checkpointed_offsets(log_dir).items() if tp in here}
+        self._checkpoints[log_dir] = offsets
+        OffsetCheckpointFile(log_dir / CLEANER_OFFSET_CHECKPOINT).write(offsets)
+
+    # --------------------------------------------------------------------------------------- choice
+
+    def grab_filthiest(self) -> tuple[Log, LogToClean] | None:
+        """The compacted log of the highest dirty ratio above its min.cleanable.dirty.ratio, marked in progress."""
+        now = self._clock()
+        candidates: list[tuple[LogToClean, float]] = []
+        by_tp = {}
+        for tp, opened in self._logs().items():
+            config = opened.config
+            if not config.compact or tp in self.in_progress or tp in self.uncleanable:
+                continue
+            first_dirty = first_dirty_offset(self.checkpointed_offsets(opened.log_dir).get(tp),
+                                             opened.log_start_offset, opened.log_end_offset)
+            facts = segment_facts(opened, with_timestamps=config.min_compaction_lag_ms > 0
+                                  or config.max_compaction_lag_ms < LONG_MAX)
+            candidate = log_to_clean(tp[0], tp[1], facts, first_dirty,
+                                     min_compaction_lag_ms=config.min_compaction_lag_ms,
+                                     max_compaction_lag_ms=config.max_compaction_lag_ms, now_ms=now)
+            candidates.append((candidate, config.min_cleanable_dirty_ratio))
+            by_tp[tp] = opened
+        chosen = filthiest(candidates)
+        if chosen is None:
+            return None
+        tp = (chosen.topic, chosen.partition)
+        self.in_progress.add(tp)
+        return by_tp[tp], chosen
+
+    def plan(self, opened: Log, candidate: LogToClean) -> CleaningPlan:
+        """What the cleaner thread reads: every segment now, each through a file descriptor of the plan's own."""
+        facts = segment_facts(opened, with_timestamps=False)
+        sources = [SourceSegment(segment, fact, os.dup(segment.fd)) for segment, fact in zip(
+            opened.segments, facts, strict=True)]
+        horizon = delete_horizon_ms(facts, candidate.first_dirty_offset, opened.config.delete_retention_ms)
+        return CleaningPlan(opened.directory, opened.config, candidate, horizon, sources)
+
+    # ----------------------------------------------------------------------------------------- swap
+
+    def done_cleaning(self, opened: Log, plan: CleaningPlan, result: CleaningResult | None) -> CleaningReport | None:
+        """Swap the cleaned groups in and checkpoint the new first dirty offset, if the log still holds every segment
+        the cleaning read (a truncation, a retention or a delete meanwhile abandons it, as Kafka aborts it)."""
+        tp = opened.topic_partition
+        try:
+            if result is None:
+                return None
+            if self._logs().get(tp) is not opened or not self._unchanged(opened, plan, result.end_offset):
+                log.info("%s-%d: the log changed during its cleaning; discarding the cleaned segments", *tp)
+                result.discard()
+                return None
+            before = sum(s.facts.size for g in result.groups for s in g.sources)
+            for group in result.groups:
+                opened.replace_segments(group.cleaned, [s.segment for s in group.sources])
+            offsets = self.checkpointed_offsets(opened.log_dir)
+            offsets[tp] = result.end_offset
+            self._write_checkpoint(opened.log_dir)
+            stats = result.stats
+            return CleaningReport(
+                tp[0], tp[1], plan.candidate.first_dirty_offset, result.end_offset,
+                segments_before=sum(len(g.sources) for g in result.groups), segments_after=len(result.groups),
+                bytes_before=before, bytes_after=sum(g.cleaned.size for g in result.groups),
+                records_read=stats.records_read, records_kept=stats.records_kept, keys=stats.keys,
+                duration_ms=stats.duration_s * 1000, dirty_bytes=stats.map_bytes_read)
+        finally:
+            plan.close()
+            self.in_progress.discard(tp)
+
+    def changed_under(self, opened: Log, plan: CleaningPlan) -> bool:
+        """The log is gone, or no longer holds the segments the plan read, as they were."""
+        return self._logs().get(opened.topic_partition) is not opened or \
+            not self._unchanged(opened, plan, plan.sources[-1].base_offset)
+
+    def failed(self, opened: Log, plan: CleaningPlan) -> None:
+        plan.close()
+        tp = opened.topic_partition
+        self.in_progress.discard(tp)
+        self.uncleanable.add(tp)
+
+    def abandoned(self, opened: Log, plan: CleaningPlan) -> None:
+        plan.close()
+        self.in_progress.discard(opened.topic_partition)
+
+    @staticmethod
+    def _unchanged(opened: Log, plan: CleaningPlan, end_offset: int) -> bool:
+        current = opened.segments
+        active = current[-1]
+        for source in plan.sources[:-1]:
+            if source.base_offset >= end_offset:
+                break
+            segment = source.segment
+            if segment is active or segment.size != source.facts.size or not any(s is segment for s in current):
+                return False
+        return True

@@ -1,0 +1,246 @@
+"""Compacted topics on a real cluster (issue 21): a client creates a topic with cleanup.policy=compact as Schema
+Registry does for ``_schemas``; values produced over a few keys are compacted by every replica's cleaner, whose
+segment files then hold only the last value of each key outside the active segment; a consumer reading from
+offset 0 sees the latest value of every key. ``__consumer_offsets`` is compacted too: after many commits of one
+group its log keeps the last commit, and a new coordinator loading the compacted log still knows it."""
+
+from __future__ import annotations
+
+import pytest
+import signal
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+
+from broker.group.coordinator import partition_for
+from tests.client.support import bootstrap, leader_of
+from tests.harness import RunningCluster, start_cluster, wait_until
+from tests.log.cleaner_support import read_segments
+from traces import events as te
+
+pytestmark = [pytest.mark.processes, pytest.mark.slow]
+
+KEYS = 40
+ROUNDS = 60
+THROTTLE_BYTES_PER_S = 400_000
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory, zk_server: str):
+    # small __consumer_offsets segments, so commits roll them and the cleaner has inactive segments to compact; a
+    # throttled cleaner, so a cleaning of a few MiB lasts long enough to be killed in its middle
+    running = start_cluster(tmp_path_factory.mktemp("compaction-cluster"), zk_server,
+                            overrides={"offsets.topic.segment.bytes": "8192",
+                                       "log.cleaner.io.max.bytes.per.second": str(THROTTLE_BYTES_PER_S)})
+    try:
+        yield running
+    finally:
+        running.stop_all()
+
+
+def admin(cluster: RunningCluster) -> AdminClient:
+    return AdminClient({"bootstrap.servers": bootstrap(cluster)})
+
+
+def create(cluster: RunningCluster, name: str, partitions: int, replication: int, config: dict[str, str]) -> None:
+    client = admin(cluster)
+    client.create_topics([NewTopic(name, partitions, replication, config=config)])[name].result(30)
+
+
+def all_cleaned(cluster: RunningCluster, topic: str, partition: int) -> bool:
+    """Every replica's log cleaned up to its active segment. A follower may have nothing to clean: one that fetched
+    after its leader's cleaning holds the compacted log, maybe in its active segment alone."""
+    for broker in cluster.spec.brokers:
+        directory = cluster.layout.broker_dir(broker.broker_id) / "logs" / f"{topic}-{partition}"
+        if not directory.exists():
+            continue  # no replica here
+        active = max(int(p.name[:20]) for p in directory.glob("*.log"))
+        cleaned = [e for e in cluster.traces(broker.broker_id)
+                   if isinstance(e, te.LogCleaned) and (e.topic, e.partition) == (topic, partition)]
+        if active > 0 and (not cleaned or cleaned[-1].end_offset != active):
+            return False
+    return True
+
+
+def test_a_client_creates_a_compacted_topic_as_schema_registry_does(cluster):
+    create(cluster, "_schemas", 1, 3, {"cleanup.policy": "compact"})
+    resource = ConfigResource(ConfigResource.Type.TOPIC, "_schemas")
+    client = admin(cluster)
+    described = client.describe_configs([resource])[resource].result(30)
+    assert described["cleanup.policy"].value == "compact"
+    assert described["min.cleanable.dirty.ratio"].value == "0.5"
+    assert described["delete.retention.ms"].value == "86400000"
+
+
+def test_an_unknown_cleanup_policy_is_refused(cluster):
+    from confluent_kafka import KafkaException
+
+    with pytest.raises(KafkaException) as info:
+        create(cluster, "badly-compacted", 1, 1, {"cleanup.policy": "shred"})
+    assert info.value.args[0].name() == "INVALID_CONFIG"
+
+
+def test_a_record_without_a_key_is_refused_by_a_compacted_topic(cluster):
+    create(cluster, "compacted-keyless", 1, 1, {"cleanup.policy": "compact"})
+    producer = Producer({"bootstrap.servers": bootstrap(cluster), "retries": 0})
+    outcome: list = []
+    # one batch each: Kafka refuses a whole batch holding a keyless record
+    producer.produce("compacted-keyless", b"no key", partition=0, on_delivery=lambda err, _m: outcome.append(err))
+    producer.flush(30)
+    producer.produce("compacted-keyless", b"keyed", b"k", partition=0, on_delivery=lambda err, _m: outcome.append(err))
+    producer.flush(30)
+    assert [e.name() if e else None for e in outcome] == ["INVALID_RECORD", None]
+
+
+def test_every_replica_compacts_its_log_and_a_consumer_from_offset_0_sees_the_latest_values(cluster):
+    topic = "compacted-values"
+    create(cluster, topic, 1, 3, {"cleanup.policy": "compact", "segment.bytes": "16384",
+                                  "min.cleanable.dirty.ratio": "0.01"})
+    producer = Producer({"bootstrap.servers": bootstrap(cluster), "acks": "all", "linger.ms": 5, "batch.size": 4000,
+                         "compression.type": "gzip"})
+    latest: dict[bytes, bytes] = {}
+    errors: list = []
+
+    def delivered(error, _message) -> None:
+        if error is not None:
+            errors.append(error)
+
+    for round_ in range(ROUNDS):
+        for k in range(KEYS):
+            key, value = f"key-{k}".encode(), f"value-{k}-{round_}-".encode() * 4
+            producer.produce(topic, value, key, partition=0, on_delivery=delivered)
+            latest[key] = value
+        producer.poll(0)
+    assert producer.flush(30) == 0
+    assert not errors, errors[:3]
+    produced = KEYS * ROUNDS
+
+    # each replica cleans its own log, up to its active segment (no more appends come)
+    wait_until(lambda: all_cleaned(cluster, topic, 0), 60, "every replica's cleaner to reach its active segment",
+               interval_s=0.5)
+    for broker in cluster.spec.brokers:
+        directory = cluster.layout.broker_dir(broker.broker_id) / "logs" / f"{topic}-0"
+        active = max(int(p.name[:20]) for p in directory.glob("*.log"))
+        records = read_segments(directory)
+        offsets = [r.offset for r in records]
+        assert offsets == sorted(set(offsets)) and offsets[-1] == produced - 1
+        outside = [r for r in records if r.offset < active]
+        in_active = {r.key for r in records if r.offset >= active}
+        keys_outside = [r.key for r in outside]
+        assert len(keys_outside) == len(set(keys_outside)), "one record per key outside the active segment"
+        for r in outside:
+            if r.key not in in_active:
+                assert r.value == latest[r.key]
+        assert len(outside) <= KEYS and len(records) < produced
+
+    consumer = Consumer({"bootstrap.servers": bootstrap(cluster), "group.id": "compaction-reader",
+                         "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    seen: dict[bytes, bytes] = {}
+    last_offset = -1
+    try:
+        while last_offset < produced - 1:
+            message = wait_until(lambda: consumer.poll(0.5), 30, "a record")
+            assert message.error() is None, message.error()
+            assert message.offset() > last_offset
+            last_offset = message.offset()
+            seen[message.key()] = message.value()
+    finally:
+        consumer.close()
+    assert seen == latest
+
+
+def _partition_dir(cluster: RunningCluster, broker_id: int, topic: str, partition: int):
+    return cluster.layout.broker_dir(broker_id) / "logs" / f"{topic}-{partition}"
+
+
+def test_consumer_offsets_is_compacted_and_a_new_coordinator_loads_the_last_commit(cluster):
+    topic, group = "committed-often", "compaction-committer"
+    create(cluster, topic, 1, 3, {})
+    consumer = Consumer({"bootstrap.servers": bootstrap(cluster), "group.id": group, "enable.auto.commit": False})
+    commits = 400
+    try:
+        for offset in range(1, commits + 1):
+            consumer.commit(offsets=[TopicPartition(topic, 0, offset)], asynchronous=False)
+    finally:
+        consumer.close()
+    resource = ConfigResource(ConfigResource.Type.TOPIC, "__consumer_offsets")
+    client = admin(cluster)  # held until the answer is in: a collected client cancels its requests
+    assert client.describe_configs([resource])[resource].result(30)["cleanup.policy"].value == "compact"
+    partitions = len([p for p in cluster.state(["__consumer_offsets"]).partitions if p.topic == "__consumer_offsets"])
+    partition = partition_for(group, partitions)
+    coordinator = leader_of(cluster, "__consumer_offsets", partition)
+
+    def coordinator_cleaned() -> bool:
+        return any(isinstance(e, te.LogCleaned) and (e.topic, e.partition) == ("__consumer_offsets", partition)
+                   for e in cluster.traces(coordinator))
+
+    wait_until(lambda: coordinator_cleaned() and all_cleaned(cluster, "__consumer_offsets", partition), 60,
+               "every replica of the group's __consumer_offsets partition compacted",
+               interval_s=0.5)
+    for broker in cluster.spec.brokers:
+        directory = _partition_dir(cluster, broker.broker_id, "__consumer_offsets", partition)
+        active = max(int(p.name[:20]) for p in directory.glob("*.log"))
+        outside = [r for r in read_segments(directory) if r.offset < active]
+        keys = [r.key for r in outside]
+        assert len(keys) == len(set(keys)) and len(outside) <= 2  # the group's metadata and its one offset
+
+    # the coordinator dies; the new one loads the group from its own compacted log
+    cluster.kill9(coordinator)
+    try:
+        wait_until(lambda: leader_of(cluster, "__consumer_offsets", partition) not in (coordinator, -1), 30,
+                   "a new coordinator")
+        reader = Consumer({"bootstrap.servers": bootstrap(cluster), "group.id": group, "enable.auto.commit": False})
+        try:
+            committed = wait_until(lambda: reader.committed([TopicPartition(topic, 0)], timeout=5)[0].offset, 60,
+                                   "the committed offset from the new coordinator")
+            assert committed == commits
+        finally:
+            reader.close()
+    finally:
+        cluster.start(coordinator)
+
+
+def test_a_broker_killed_in_the_middle_of_a_cleaning_recovers_a_correct_log(cluster):
+    topic, victim = "compacted-then-killed", 2
+    client = admin(cluster)
+    client.create_topics([NewTopic(topic, num_partitions=1, replication_factor=-1, replica_assignment=[[victim]],
+                                   config={"cleanup.policy": "compact", "segment.bytes": str(256 * 1024)})
+                          ])[topic].result(30)
+    producer = Producer({"bootstrap.servers": bootstrap(cluster), "acks": "all", "linger.ms": 5,
+                         "batch.size": 64_000})
+    latest: dict[bytes, bytes] = {}
+    errors: list = []
+    for n in range(20_000):
+        key = f"key-{n % 50}".encode()
+        value = f"{n:08d}-".encode() + b"x" * 90
+        producer.produce(topic, value, key, partition=0,
+                         on_delivery=lambda error, _m: error is not None and errors.append(error))
+        latest[key] = value
+        if n % 1000 == 0:
+            producer.poll(0)
+    assert producer.flush(30) == 0 and not errors, errors[:3]
+    directory = _partition_dir(cluster, victim, topic, 0)
+
+    # throttled, the rewrite of a few MiB takes seconds: kill -9 while its .cleaned files are being written
+    wait_until(lambda: list(directory.glob("*.log.cleaned")), 60, "a cleaning writing its .cleaned files",
+               interval_s=0.01)
+    cluster.signal(victim, signal.SIGKILL)
+    wait_until(lambda: cluster.pid(victim) is None, 10, f"broker {victim} to die")
+    assert list(directory.glob("*.cleaned")), "the crash left the cleaning's files"
+    cluster.start(victim)
+    names = [p.name for p in directory.iterdir()]
+    assert not [n for n in names if n.endswith((".cleaned", ".swap"))], names
+
+    def last_values() -> dict[bytes, bytes]:
+        values = {}
+        for record in read_segments(directory):
+            values[record.key] = record.value
+        return values
+
+    assert last_values() == latest, "no latest value lost"
+    wait_until(lambda: all_cleaned(cluster, topic, 0), 90, "the restarted broker's cleaner to finish", interval_s=0.5)
+    assert last_values() == latest
+    active = max(int(p.name[:20]) for p in directory.glob("*.log"))
+    outside = [r.key for r in read_segments(directory) if r.offset < active]
+    assert len(outside) == len(set(outside))

@@ -1,0 +1,323 @@
+"""The cleaner on real segment files: what survives a cleaning, read back by an independent parser, and the swap's
+recovery after a crash at each step."""
+
+from __future__ import annotations
+
+import os
+import random
+
+import pytest
+
+from broker.log.cleaner.cleaner import clean
+from broker.log.cleaner.manager import CLEANER_OFFSET_CHECKPOINT, CleanerManager
+from broker.log.cleaner.offset_map import OffsetMap
+from broker.log.cleaner.throttler import Throttler
+from broker.log.checkpoint import OffsetCheckpointFile
+from broker.log.records import GZIP
+from tests.log.cleaner_support import clean_once, open_log, produce, read_segments
+
+KEYS = [f"key-{i}".encode() for i in range(20)]
+
+
+def _fill(log_, clock, *, batches: int, seed: int = 7, tombstone_keys: frozenset[bytes] = frozenset(),
+          compression: int = 0) -> dict[bytes, bytes | None]:
+    """Random values over KEYS; the listed keys end with a tombstone. Returns each key's last value."""
+    rng = random.Random(seed)
+    latest: dict[bytes, bytes | None] = {}
+    for n in range(batches):
+        pairs = []
+        for _ in range(rng.randint(1, 6)):
+            key = rng.choice(KEYS)
+            value = f"{key.decode()}={n}-{rng.random():.6f}".encode()
+            pairs.append((key, value))
+            latest[key] = value
+        produce(log_, clock, pairs, compression=compression if n % 2 else 0)
+        clock.advance(10)
+    for key in sorted(tombstone_keys):
+        produce(log_, clock, [(key, None)])
+        latest[key] = None
+    return latest
+
+
+def _active_base(log_) -> int:
+    return log_.active_segment.base_offset
+
+
+def _check_compacted(log_, latest: dict[bytes, bytes | None], *, tombstones_gone: bool) -> None:
+    records = read_segments(log_.directory)
+    offsets = [r.offset for r in records]
+    assert offsets == sorted(set(offsets)), "offsets must increase strictly"
+    active = _active_base(log_)
+    cleaned = [r for r in records if r.offset < active]
+    by_key: dict[bytes, list] = {}
+    for r in cleaned:
+        by_key.setdefault(r.key, []).append(r)
+    tail_keys = {r.key for r in records if r.offset >= active}
+    for key, value in latest.items():
+        if key in tail_keys:
+            continue  # its latest record is in the active segment: the clean part may keep an older one
+        if value is None and tombstones_gone:
+            assert key not in by_key, f"tombstoned {key} is still there"
+        else:
+            assert [r.value for r in by_key[key]] == [value], key
+    # everything: the last record of each key in the whole log is its latest value
+    last = {}
+    for r in records:
+        last[r.key] = r.value
+    assert {k: v for k, v in last.items()} == {k: v for k, v in latest.items() if k in last}
+    assert {k for k, v in latest.items() if v is not None} <= set(last)
+
+
+def test_cleaning_keeps_exactly_the_last_value_of_each_key_outside_the_active_segment(tmp_path, clock):
+    log_ = open_log(tmp_path, clock)
+    latest = _fill(log_, clock, batches=300, compression=GZIP)
+    before = log_.size_in_bytes
+    assert len(log_.segments) > 5
+    report = clean_once(log_, clock)
+    assert report is not None and report.end_offset == _active_base(log_)
+    assert report.bytes_after < report.bytes_before and log_.size_in_bytes < before
+    assert report.keys == len({k for k in KEYS if k in latest})
+    _check_compacted(log_, latest, tombstones_gone=False)
+    checkpoint = OffsetCheckpointFile(tmp_path / CLEANER_OFFSET_CHECKPOINT).read()
+    assert checkpoint == {("compacted", 0): report.end_offset}
+    # the cleaned log reads back the same through the log itself, after a reopen too
+    log_.close()
+    reopened = open_log(tmp_path, clock)
+    assert reopened.log_end_offset == log_.log_end_offset
+    _check_compacted(reopened, latest, tombstones_gone=False)
+
+
+def test_later_cleanings_start_at_the_checkpoint_and_drop_tombstones_older_than_the_horizon(tmp_path, clock):
+    log_ = open_log(tmp_path, clock, **{"delete.retention.ms": 1000})
+    _fill(log_, clock, batches=150, tombstone_keys=frozenset(KEYS[:5]))
+    rng = random.Random(3)
+    latest_tail = {}
+
+    def more(n: int) -> None:
+        for i in range(n):
+            key = rng.choice(KEYS[5:])
+            value = f"late-{i}-{rng.random()}".encode()
+            produce(log_, clock, [(key, value)])
+            latest_tail[key] = value
+
+    more(80)  # the tombstones leave the active segment
+    first = clean_once(log_, clock)
+    assert first is not None
+    # no clean section before the first cleaning: horizon 0, every tombstone kept
+    assert len([r for r in read_segments(log_.directory) if r.value is None]) == 5
+    # the segments cleaned so far are old now; newer data is cleaned after them
+    old = (clock() - 10_000) / 1000
+    for segment in log_.segments[:-1]:
+        os.utime(segment.log_path, (old, old))
+    more(80)
+    second = clean_once(log_, clock)
+    assert second is not None and second.first_dirty_offset == first.end_offset
+    # the last clean segment was the old one: the horizon is old too, the tombstones stay one more round
+    assert len([r for r in read_segments(log_.directory) if r.value is None]) == 5
+    more(80)
+    third = clean_once(log_, clock)
+    assert third is not None and third.first_dirty_offset == second.end_offset
+    records = read_segments(log_.directory)
+    assert not [r for r in records if r.key in KEYS[:5]], "tombstones older than the horizon are gone"
+    for key, value in latest_tail.items():
+        assert [r.value for r in records if r.key == key][-1] == value
+
+
+def test_nothing_is_cleaned_below_the_dirty_ratio(tmp_path, clock):
+    log_ = open_log(tmp_path, clock, **{"min.cleanable.dirty.ratio": 0.9})
+    _fill(log_, clock, batches=100)
+    assert clean_once(log_, clock) is not None  # never cleaned: all of it is dirty, the ratio is 1
+    _fill(log_, clock, batches=30, seed=8)  # a segment or two more: far below 90 % of the log
+    assert len(log_.segments) > 2
+    assert clean_once(log_, clock) is None
+
+
+def test_snappy_lz4_and_zstd_batches_are_rewritten_with_their_codec(tmp_path, clock):
+    log_ = open_log(tmp_path, clock)
+    latest = {}
+    for n in range(120):
+        pairs = [(KEYS[(n + i) % 4], f"v{n}-{i}-".encode() * 40) for i in range(3)]
+        produce(log_, clock, pairs, codec_builder=(2, 3, 4)[n % 3])
+        latest.update(pairs)
+    codec_at = {h.base_offset: h.compression for h in log_.batch_headers()}
+    assert set(codec_at.values()) == {2, 3, 4}
+    assert clean_once(log_, clock) is not None
+    _check_compacted(log_, latest, tombstones_gone=False)
+    kept = [h for h in log_.batch_headers() if h.base_offset < log_.active_segment.base_offset]
+    assert kept and all(h.compression == codec_at[h.base_offset] for h in kept)
+    assert any(h.records_count < h.last_offset_delta + 1 for h in kept), "some batches were rewritten"
+
+
+def test_the_last_batch_of_a_producer_stays_as_an_empty_batch(tmp_path, clock):
+    log_ = open_log(tmp_path, clock)
+    for n in range(40):
+        produce(log_, clock, [(b"a", f"{n}".encode())] * 4, producer_id=77, base_sequence=4 * n)
+    produce(log_, clock, [(b"a", b"x" * 3000)])  # no producer id: rolls the segments on
+    produce(log_, clock, [(b"a", b"y" * 3000)])
+    assert clean_once(log_, clock) is not None
+    last = [h for h in log_.batch_headers() if h.producer_id == 77][-1]
+    assert last.base_sequence == 4 * 39 and last.last_offset_delta == 3
+
+
+def _cleaned_but_not_swapped(log_, clock):
+    manager = CleanerManager(lambda: {log_.topic_partition: log_}, clock)
+    opened, candidate = manager.grab_filthiest()
+    plan = manager.plan(opened, candidate)
+    return plan, clean(plan, OffsetMap(1 << 20), Throttler(float("inf")), now_ms=clock())
+
+
+def test_a_crash_before_the_swap_leaves_cleaned_files_that_the_next_load_deletes(tmp_path, clock):
+    log_ = open_log(tmp_path, clock)
+    latest = _fill(log_, clock, batches=200)
+    plan, result = _cleaned_but_not_swapped(log_, clock)
+    plan.close()
+    assert list(tmp_path.glob("compacted-0/*.cleaned"))
+    records_before = read_segments(log_.directory)
+    for group in result.groups:
+        group.cleaned.close()
+    log_.close()  # the crash: no clean shutdown marker is involved at this level, recovery runs from 0
+    reopened = open_log(tmp_path, clock)
+    assert not list(tmp_path.glob("compacted-0/*.cleaned"))
+    assert read_segments(reopened.directory) == records_before
+    assert clean_once(reopened, clock) is not None
+    _check_compacted(reopened, latest, tombstones_gone=False)
+
+
+@pytest.mark.parametrize("renamed_old_segments", [False, True])
+def test_a_crash_during_the_swap_is_completed_at_the_next_load(tmp_path, clock, renamed_old_segments):
+    log_ = open_log(tmp_path, clock)
+    latest = _fill(log_, clock, batches=200)
+    plan, result = _cleaned_but_not_swapped(log_, clock)
+    plan.close()
+    for n, group in enumerate(result.groups):
+        if n == 0:
+            # the first group got as far as .swap (and maybe its sources renamed .deleted); the others stay .cleaned
+            group.cleaned.change_file_suffixes(".cleaned", ".swap")
+            if renamed_old_segments:
+                for source in group.sources:
+                    source.segment.rename_to_deleted()
+        group.cleaned.close()
+    log_.close()
+    reopened = open_log(tmp_path, clock)
+    names = [p.name for p in reopened.directory.iterdir()]
+    assert not [n for n in names if n.endswith((".cleaned", ".swap", ".deleted"))], names
+    _check_compacted_prefix(reopened, latest)
+    assert clean_once(reopened, clock) is not None
+    _check_compacted(reopened, latest, tombstones_gone=False)
+
+
+def _check_compacted_prefix(log_, latest):
+    records = read_segments(log_.directory)
+    offsets = [r.offset for r in records]
+    assert offsets == sorted(set(offsets))
+    last = {}
+    for r in records:
+        last[r.key] = r.value
+    assert last == latest
+
+
+@pytest.mark.parametrize("policy,deleted", [("compact", False), ("compact,delete", True), ("delete", True)])
+def test_retention_by_time_leaves_a_compact_only_log_alone(tmp_path, clock, policy, deleted):
+    log_ = open_log(tmp_path, clock, **{"cleanup.policy": policy, "retention.ms": 1000})
+    _fill(log_, clock, batches=100)
+    segments = len(log_.segments)
+    clock.advance(60_000)
+    removed = log_.delete_old_segments(high_watermark=log_.log_end_offset)
+    assert (removed > 0) == deleted
+    assert (len(log_.segments) < segments) == deleted
+
+
+def test_the_cleaner_threads_clean_a_dirty_log_and_stop_cleanly(tmp_path, clock):
+    import asyncio
+    import time
+
+    from broker.log.cleaner.log_cleaner import CleanerConfig, LogCleaner
+
+    log_ = open_log(tmp_path, clock)
+    latest = _fill(log_, clock, batches=300)
+    reports = []
+
+    async def run() -> None:
+        cleaner = LogCleaner(CleanerConfig.model_validate({"log.cleaner.backoff.ms": 50}),
+                             lambda: {log_.topic_partition: log_}, clock, on_cleaned=reports.append)
+        cleaner.startup()
+        deadline = time.monotonic() + 20
+        while not reports and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        await cleaner.shutdown()
+
+    asyncio.run(run())
+    assert reports and reports[0].end_offset == log_.active_segment.base_offset
+    _check_compacted(log_, latest, tombstones_gone=False)
+    assert not list(log_.directory.glob("*.cleaned")) and not list(log_.directory.glob("*.swap"))
+
+
+def test_a_cleaning_told_to_stop_leaves_no_cleaned_file(tmp_path, clock):
+    from broker.log.cleaner.cleaner import CleaningAborted
+
+    log_ = open_log(tmp_path, clock)
+    _fill(log_, clock, batches=300)
+    manager = CleanerManager(lambda: {log_.topic_partition: log_}, clock)
+    opened, candidate = manager.grab_filthiest()
+    plan = manager.plan(opened, candidate)
+    calls = []
+
+    def stop_after_a_while() -> bool:
+        calls.append(1)
+        return len(calls) > 400  # well into the rewrite
+
+    with pytest.raises(CleaningAborted):
+        clean(plan, OffsetMap(1 << 20), Throttler(float("inf")), now_ms=clock(), should_stop=stop_after_a_while)
+    manager.abandoned(opened, plan)
+    assert not list(log_.directory.glob("*.cleaned"))
+    assert clean_once(log_, clock) is not None
+
+
+def test_a_log_truncated_during_its_cleaning_is_not_swapped(tmp_path, clock):
+    log_ = open_log(tmp_path, clock)
+    latest = _fill(log_, clock, batches=200)
+    records_before = read_segments(log_.directory)
+    manager = CleanerManager(lambda: {log_.topic_partition: log_}, clock)
+    opened, candidate = manager.grab_filthiest()
+    plan = manager.plan(opened, candidate)
+    result = clean(plan, OffsetMap(1 << 20), Throttler(float("inf")), now_ms=clock())
+    # a follower truncating below the mapped section: the map may name offsets that are gone now
+    target = log_.segments[2].base_offset + 1
+    log_.truncate_to(target)
+    assert manager.done_cleaning(opened, plan, result) is None
+    assert not list(log_.directory.glob("*.cleaned"))
+    assert read_segments(log_.directory) == [r for r in records_before if r.offset < log_.log_end_offset]
+    assert latest
+
+
+def test_a_cleaning_failing_because_its_log_was_deleted_counts_as_abandoned(tmp_path, clock):
+    log_ = open_log(tmp_path, clock)
+    _fill(log_, clock, batches=200)
+    logs = {log_.topic_partition: log_}
+    manager = CleanerManager(lambda: dict(logs), clock)
+    opened, candidate = manager.grab_filthiest()
+    plan = manager.plan(opened, candidate)
+    assert not manager.changed_under(opened, plan)
+    logs.clear()
+    log_.delete()  # StopReplica(delete) while the thread works: its .cleaned files have nowhere to go
+    with pytest.raises(OSError):
+        clean(plan, OffsetMap(1 << 20), Throttler(float("inf")), now_ms=clock())
+    assert manager.changed_under(opened, plan)
+    manager.abandoned(opened, plan)
+    assert not manager.uncleanable and not manager.in_progress
+
+
+def test_a_compacted_log_refuses_a_record_without_a_key_as_kafka_does(tmp_path, clock):
+    from kio.schema.errors import ErrorCode
+
+    from broker.log.errors import InvalidRecordBatchError
+
+    log_ = open_log(tmp_path, clock)
+    with pytest.raises(InvalidRecordBatchError) as info:
+        produce(log_, clock, [(b"a", b"1"), (None, b"2")], compression=GZIP)
+    assert info.value.error_code == ErrorCode.invalid_record
+    assert "Compacted topic cannot accept message without key" in str(info.value)
+    assert log_.log_end_offset == 0
+    plain = open_log(tmp_path / "plain", clock, **{"cleanup.policy": "delete"})
+    produce(plain, clock, [(None, b"2")])
+    assert plain.log_end_offset == 1
