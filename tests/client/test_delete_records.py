@@ -237,6 +237,23 @@ def test_refused_requests_change_nothing(cluster, admin, version):
     assert {b: segment_bases(cluster, b, topic) for b in brokers} == before
 
 
+def test_a_compacted_topic_refuses_delete_records_and_compact_delete_takes_it(cluster, admin):
+    # Kafka: a log whose cleanup.policy lacks delete is the cleaner's to shorten, not an admin's
+    producer = Producer({"bootstrap.servers": bootstrap(cluster), "acks": "all"})
+    for topic, policy in (("delrec-compact", "compact"), ("delrec-compact-delete", "compact,delete")):
+        create_topic(cluster, topic, 1, 3, {"cleanup.policy": policy, "min.insync.replicas": "1"})
+        for i in range(20):
+            producer.produce(topic, key=b"k%d" % (i % 4), value=b"v%d" % i)
+    assert producer.flush(30) == 0
+    refused = wait_until(lambda: (answer := raw_delete_records(
+        client_port(cluster, leader_of(cluster, "delrec-compact")), [("delrec-compact", 0, 5)], 2))[
+        ("delrec-compact", 0)][0] != NOT_LEADER_OR_FOLLOWER and answer, 20, "delrec-compact's leader to answer")
+    assert refused == {("delrec-compact", 0): (POLICY_VIOLATION, -1)}
+    assert earliest_offset(cluster, "delrec-compact") == 0
+    assert confluent_delete(admin, "delrec-compact-delete", 5).low_watermark == 5
+    assert earliest_offset(cluster, "delrec-compact-delete") == 5
+
+
 def test_every_replica_checkpoints_the_new_start_and_a_new_leader_keeps_it(cluster, admin):
     topic = "delrec-failover"
     brokers = replicated_topic(cluster, topic)

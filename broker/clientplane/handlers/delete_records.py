@@ -26,10 +26,15 @@ async def handle_delete_records(replicas: ReplicaAccess, request: Request):
     for topic in body.topics:
         for p in topic.partitions:
             tp = (topic.name, p.partition_index)
-            if topic.name == OFFSETS_TOPIC:
-                # Kafka's __consumer_offsets is compacted, and Partition.deleteRecordsOnLeader refuses a log whose
-                # cleanup.policy is not delete
-                refused[tp] = DeleteRecordsPartitionStatus(ErrorCode.policy_violation)
+            hosted = replicas.replica_io.hosted.get(tp)
+            config = getattr(hosted.log, "config", None) if hosted is not None and hosted.is_leader else None
+            if topic.name == OFFSETS_TOPIC or (config is not None and not config.delete):
+                # Partition.deleteRecordsOnLeader refuses a log whose cleanup.policy lacks delete: compaction, not
+                # an admin, decides what a compacted log keeps (__consumer_offsets is one)
+                refused[tp] = DeleteRecordsPartitionStatus(
+                    ErrorCode.policy_violation,
+                    error_message=f"Records of partition {topic.name}-{p.partition_index} can not be deleted due "
+                                  "to the configured policy")
             else:
                 offsets[tp] = p.offset
     future, respond = answer_once(asyncio.get_running_loop())
