@@ -130,6 +130,22 @@ def start_cluster(tmp_path: Path, zk_server: str, brokers: int = 3, profile: str
     return RunningCluster(data_dir, spec, connect)
 
 
+def module_cluster(name: str, **start_options: Any):
+    """A module-scoped fixture named ``cluster``: a cluster of the module's own (its tests kill brokers, change
+    configs or need four brokers), on the session's ZooKeeper, its brokers stopped by PID at the end."""
+    import pytest
+
+    @pytest.fixture(scope="module")
+    def cluster(tmp_path_factory: pytest.TempPathFactory, zk_server: str) -> Iterator[RunningCluster]:
+        running = start_cluster(tmp_path_factory.mktemp(name), zk_server, **start_options)
+        try:
+            yield running
+        finally:
+            running.stop_all()
+
+    return cluster
+
+
 def znode_json(cluster: RunningCluster, path: str) -> dict:
     return json.loads(cluster.raw(path)[0])
 

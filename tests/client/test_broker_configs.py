@@ -23,7 +23,7 @@ from kafka.admin import ConfigResourceType
 from kafka.protocol.admin import AlterConfigsRequest, DescribeConfigsRequest, IncrementalAlterConfigsRequest
 
 from tests.client.support import RawConnection, bootstrap, client_port, create_topic, leader_of
-from tests.harness import RunningCluster, start_cluster, wait_until, zk_call
+from tests.harness import RunningCluster, module_cluster, wait_until, zk_call
 from traces import events as te
 from zk.admin import create_topic as zk_create_topic
 
@@ -34,13 +34,7 @@ DEFAULT = ""  # the cluster-wide default's resource name
 TOPIC, BROKER = 2, 4  # resource types
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory, zk_server: str):
-    running = start_cluster(tmp_path_factory.mktemp("broker-configs-cluster"), zk_server)
-    try:
-        yield running
-    finally:
-        running.stop_all()
+cluster = module_cluster("broker-configs-cluster")
 
 
 def admin_client(cluster: RunningCluster) -> AdminClient:

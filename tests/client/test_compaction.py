@@ -14,7 +14,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from broker.group.coordinator import partition_for
 from tests.client.support import bootstrap, leader_of
-from tests.harness import RunningCluster, start_cluster, wait_until
+from tests.harness import RunningCluster, module_cluster, wait_until
 from tests.log.cleaner_support import read_segments
 from traces import events as te
 
@@ -25,17 +25,10 @@ ROUNDS = 60
 THROTTLE_BYTES_PER_S = 400_000
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory, zk_server: str):
-    # small __consumer_offsets segments, so commits roll them and the cleaner has inactive segments to compact; a
-    # throttled cleaner, so a cleaning of a few MiB lasts long enough to be killed in its middle
-    running = start_cluster(tmp_path_factory.mktemp("compaction-cluster"), zk_server,
-                            overrides={"offsets.topic.segment.bytes": "8192",
-                                       "log.cleaner.io.max.bytes.per.second": str(THROTTLE_BYTES_PER_S)})
-    try:
-        yield running
-    finally:
-        running.stop_all()
+# small __consumer_offsets segments, so commits roll them and the cleaner has inactive segments to compact; a
+# throttled cleaner, so a cleaning of a few MiB lasts long enough to be killed in its middle
+cluster = module_cluster("compaction-cluster", overrides={
+    "offsets.topic.segment.bytes": "8192", "log.cleaner.io.max.bytes.per.second": str(THROTTLE_BYTES_PER_S)})
 
 
 def admin(cluster: RunningCluster) -> AdminClient:

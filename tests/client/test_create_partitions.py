@@ -11,7 +11,7 @@ from confluent_kafka.admin import AdminClient, NewPartitions
 from kafka.protocol.admin import CreatePartitionsRequest
 
 from tests.client.support import RawConnection, bootstrap, client_port, confluent_consume, create_topic
-from tests.harness import RunningCluster, start_cluster, wait_until, zk_call, znode_json
+from tests.harness import RunningCluster, module_cluster, wait_until, zk_call, znode_json
 from traces import events as te
 from zk.admin import create_topic as zk_create_topic
 from zk.admin import delete_topic as zk_delete_topic
@@ -24,14 +24,8 @@ INVALID_REQUEST = 42
 NOT_CONTROLLER = 41
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory, zk_server: str):
-    # its own cluster: the failover test kills the controller
-    running = start_cluster(tmp_path_factory.mktemp("partitions-cluster"), zk_server)
-    try:
-        yield running
-    finally:
-        running.stop_all()
+# its own cluster: the failover test kills the controller
+cluster = module_cluster("partitions-cluster")
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from kafka.protocol.admin import ElectLeadersRequest
 
 from cluster.cli import main
 from tests.client.support import RawConnection, bootstrap, client_port, create_topic
-from tests.harness import RunningCluster, start_cluster, wait_until, zk_call
+from tests.harness import RunningCluster, module_cluster, start_cluster, wait_until, zk_call
 from traces import events as te
 from zk.admin import create_topic as zk_create_topic
 from zk.znodes import PreferredReplicaElectionZNode
@@ -26,15 +26,8 @@ NOT_CONTROLLER = 41
 ELECTION_NOT_NEEDED = 84
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory, zk_server: str):
-    # no automatic rebalance here: each test sees a broker back in the ISR but not leading until it asks
-    running = start_cluster(tmp_path_factory.mktemp("election-cluster"), zk_server,
-                            overrides={"auto.leader.rebalance.enable": "false"})
-    try:
-        yield running
-    finally:
-        running.stop_all()
+# no automatic rebalance here: each test sees a broker back in the ISR but not leading until it asks
+cluster = module_cluster("election-cluster", overrides={"auto.leader.rebalance.enable": "false"})
 
 
 def preferred_partitions(cluster: RunningCluster, topic: str, broker: int) -> list[int]:

@@ -27,7 +27,7 @@ from kafka.protocol.admin import AlterPartitionReassignmentsRequest, ListPartiti
 
 from cluster.cli import main
 from tests.client.support import RawConnection, bootstrap, client_port, confluent_consume
-from tests.harness import RunningCluster, start_cluster, wait_until, zk_call, znode_json
+from tests.harness import RunningCluster, module_cluster, wait_until, zk_call, znode_json
 from traces import events as te
 from zk.admin import create_topic as zk_create_topic
 from zk.znodes import ReassignPartitionsZNode, TopicZNode
@@ -38,15 +38,8 @@ NOT_CONTROLLER = 41
 BROKERS = [1, 2, 3, 4]
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory, zk_server: str):
-    # its own cluster of four: a partition on three of them moves to another three
-    running = start_cluster(tmp_path_factory.mktemp("reassign-cluster"), zk_server, brokers=4,
-                            overrides={"zookeeper.session.timeout.ms": "4000"})
-    try:
-        yield running
-    finally:
-        running.stop_all()
+# its own cluster of four: a partition on three of them moves to another three
+cluster = module_cluster("reassign-cluster", brokers=4, overrides={"zookeeper.session.timeout.ms": "4000"})
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ from kafka.admin import ConfigResource as KafkaConfigResource
 from kafka.admin import ConfigResourceType
 
 from tests.client.support import bootstrap, create_topic, leader_of
-from tests.harness import RunningCluster, start_cluster, wait_until, zk_call
+from tests.harness import RunningCluster, module_cluster, wait_until, zk_call
 from traces import events as te
 from zk.admin import create_topic as zk_create_topic
 
@@ -29,13 +29,7 @@ pytestmark = [pytest.mark.processes, pytest.mark.slow]
 MIN_ISR = "min.insync.replicas"
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory, zk_server: str):
-    running = start_cluster(tmp_path_factory.mktemp("configs-cluster"), zk_server)
-    try:
-        yield running
-    finally:
-        running.stop_all()
+cluster = module_cluster("configs-cluster")
 
 
 def admin_client(cluster: RunningCluster) -> AdminClient:
