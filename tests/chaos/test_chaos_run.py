@@ -45,11 +45,17 @@ def test_safe_configuration_survives_every_fault_of_a_seeded_run(tmp_path):
     # the faults the seed planned are the faults that were applied, in order, at their times
     planned = [s for s in nemesis_schedule(11, 45, settings.nemesis, [1, 2, 3], SHORT) if s.kind != "heal"]
     assert len(planned) >= 3
-    started = [e for e in read_nemesis(tmp_path / "run" / "nemesis.jsonl") if e.type == "start" and e.kind != "heal"]
+    events = read_nemesis(tmp_path / "run" / "nemesis.jsonl")
+    started = [e for e in events if e.type == "start" and e.kind != "heal"]
     assert [(e.step, e.kind) for e in started] == [(s.step, s.kind) for s in planned]
     first_op = read_operations(tmp_path / "run" / "history.jsonl")[0].mono_ns
+    ended = {e.step: (e.mono_ns - first_op) / 1e9 for e in events if e.type == "stop"}
+    previous_end = 0.0
     for event, step in zip(started, planned, strict=True):
-        assert abs((event.mono_ns - first_op) / 1e9 - step.at_s) < 3.0  # applied when planned (plus start-up)
+        # applied when planned (plus start-up), or as soon as the fault before it was over: the nemesis applies one
+        # fault at a time, and a bounce's restarts may outlast its planned hold on a loaded machine
+        assert abs((event.mono_ns - first_op) / 1e9 - max(step.at_s, previous_end)) < 3.0
+        previous_end = ended[step.step]
     results = json.loads((tmp_path / "run" / RESULTS_FILE).read_text())
     assert results["verdict"] == "valid" and results["seed"] == 11 and results["ops_per_s"] > 50
     assert (tmp_path / "run" / "throughput-latency.png").stat().st_size > 10_000

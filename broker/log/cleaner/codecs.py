@@ -7,18 +7,21 @@ available is kept whole by the cleaner: never wrong, only less compact.
 
 from __future__ import annotations
 
+import functools
 import gzip
 from collections.abc import Callable
-
-from kafka import codec as kafka_codec
 
 NONE, GZIP, SNAPPY, LZ4, ZSTD = 0, 1, 2, 3, 4
 
 _Coder = Callable[[bytes], bytes]
 
 
+@functools.cache
 def _codecs() -> dict[int, tuple[_Coder, _Coder]]:
-    """codec id → (decompress, compress), for the codecs this process has."""
+    """codec id → (decompress, compress), for the codecs this process has. Looked up on first use: importing
+    kafka-python's codec module imports its whole package, half a second of every broker's start otherwise."""
+    from kafka import codec as kafka_codec
+
     found: dict[int, tuple[_Coder, _Coder]] = {
         GZIP: (gzip.decompress, lambda data: gzip.compress(data, mtime=0)),
     }
@@ -32,16 +35,13 @@ def _codecs() -> dict[int, tuple[_Coder, _Coder]]:
     return found
 
 
-_AVAILABLE = _codecs()
-
-
 def available(codec: int) -> bool:
-    return codec == NONE or codec in _AVAILABLE
+    return codec == NONE or codec in _codecs()
 
 
 def decompress(codec: int, data: bytes) -> bytes:
-    return data if codec == NONE else _AVAILABLE[codec][0](data)
+    return data if codec == NONE else _codecs()[codec][0](data)
 
 
 def compress(codec: int, data: bytes) -> bytes:
-    return data if codec == NONE else _AVAILABLE[codec][1](data)
+    return data if codec == NONE else _codecs()[codec][1](data)
