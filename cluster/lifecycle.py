@@ -25,12 +25,16 @@ from cluster.processes import (
     stop_process,
     write_properties,
 )
+from cluster.waiting import poll_until
 from traces.faults import TOOLS_TRACE_FILE, record_fault
 from zk.client import ZkClient, connected
-from zk.server import ZooKeeperSetupError
+from zk.server import ZooKeeperSetupError, port_is_free
 
 Say = Callable[[str], None]
 
+
+# how long a ZooKeeper brought back after the zk-down fault waits for its old port to be bindable again
+ZOOKEEPER_PORT_WAIT_S = 10.0
 
 def _tail(path: Path, lines: int = 15) -> str:
     try:
@@ -311,6 +315,17 @@ def start_zookeeper(data_dir: Path, say: Say = print) -> None:
     if spec.external_zookeeper:
         raise ClusterError(f"this cluster uses an external ZooKeeper ({spec.zookeeper}); start it yourself")
     address, port = spec.zookeeper.split("/", 1)[0].rsplit(":", 1)
+    namespace = spec.namespace(None)
+    if namespace is None:
+        # The killed server's port can stay unbindable for a moment after its death (a chaos run's restart 4.5 s
+        # later found it so on a loaded machine, then free): wait a little before calling it taken.
+        waited_from = time.monotonic()
+        try:
+            poll_until(lambda: port_is_free(address, int(port)), ZOOKEEPER_PORT_WAIT_S, lambda _: TimeoutError())
+        except TimeoutError:
+            pass  # spawn_zookeeper says what holds it
+        if time.monotonic() - waited_from > 0.2:
+            say(f"ZooKeeper's port {port} could be bound again only after {time.monotonic() - waited_from:.1f} s")
     try:
         # a --netns cluster's ZooKeeper comes back in its own namespace at its own address, where the brokers look
         server = spawn_zookeeper(layout, int(port), spec.tick_time_ms, host=address, namespace=spec.namespace(None))

@@ -2,8 +2,10 @@
 data. Leaders keep taking acks=all writes from the ISR they have, nothing is decided that cannot be
 written, and once ZooKeeper is back the cluster is whole again with every acknowledged value readable."""
 
+import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -111,3 +113,34 @@ def test_kill_and_start_zookeeper_from_the_command_line(own_zookeeper_cluster):
     wait_until(lambda: cluster.state(topics=[]).controller_id != -1, 30, "a controller after the restart")
     faults = (cluster.data_dir / "tools-trace.jsonl").read_text()
     assert '"action":"zk-stop"' in faults and '"action":"zk-start"' in faults
+
+
+def test_a_zookeeper_brought_back_waits_for_its_old_port_to_be_free(own_zookeeper_cluster):
+    # The killed server's port was once still unbindable when a chaos run brought ZooKeeper back: the restart waits
+    # (bounded) instead of failing the run. Here a plain bound socket holds the port for a second.
+    cluster = own_zookeeper_cluster
+    host, port = ClusterLayout(cluster.data_dir).load().zookeeper.split("/", 1)[0].rsplit(":", 1)
+    stop_zookeeper(cluster.data_dir, say=lambda _: None)
+    holder = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # the old server's connections linger in TIME_WAIT
+    # right after the kill the port is not bindable at all for a moment: what the restart has to wait out
+    wait_until(lambda: _bound(holder, host, int(port)), 30, "the killed server's port to be bindable")
+    holder.listen(1)
+    release = threading.Timer(1.0, holder.close)
+    release.start()
+    said: list[str] = []
+    try:
+        start_zookeeper(cluster.data_dir, say=said.append)
+    finally:
+        release.join()
+    assert any(f"port {port} could be bound again only after" in line for line in said), said
+    wait_until(lambda: cluster.state(topics=[]).controller_id != -1, 30, "a controller after the restart")
+
+
+
+def _bound(sock: socket.socket, host: str, port: int) -> bool:
+    try:
+        sock.bind((host, port))
+    except OSError:
+        return False
+    return True
