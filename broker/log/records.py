@@ -117,24 +117,24 @@ def record_offsets_and_timestamps(batch: bytes | bytearray | memoryview) -> Iter
 
 def _encode_record(record: Record, offset_delta: int, base_timestamp: int) -> bytes:
     out = bytearray(b"\x00")
-    out += _varint(record.timestamp - base_timestamp)
-    out += _varint(offset_delta)
+    out += write_varint(record.timestamp - base_timestamp)
+    out += write_varint(offset_delta)
     out += _bytes_field(record.key)
     out += _bytes_field(record.value)
-    out += _varint(len(record.headers))
+    out += write_varint(len(record.headers))
     for name, value in record.headers:
         out += _bytes_field(name.encode())
         out += _bytes_field(value)
-    return _varint(len(out)) + bytes(out)
+    return write_varint(len(out)) + bytes(out)
 
 
 def _bytes_field(data: bytes | None) -> bytes:
     if data is None:
-        return _varint(-1)
-    return _varint(len(data)) + data
+        return write_varint(-1)
+    return write_varint(len(data)) + data
 
 
-def _varint(value: int) -> bytes:
+def write_varint(value: int) -> bytes:
     zigzag = (value << 1) ^ (value >> 63)
     out = bytearray()
     while zigzag >= 0x80:

@@ -28,7 +28,7 @@ from broker.log.record_batch import (
     NO_TIMESTAMP,
     BatchHeader,
 )
-from broker.log.records import read_varint
+from broker.log.records import read_varint, write_varint
 
 # (offset, key or None, has a value) → keep the record?
 KeepRecord = Callable[[int, bytes | None, bool], bool]
@@ -61,9 +61,9 @@ class Record:
     headers: bytes  # the header count and headers, as encoded
 
     def encode(self, timestamp_delta: int) -> bytes:
-        body = bytes((self.attributes,)) + _varint(timestamp_delta) + _varint(self.offset_delta) \
+        body = bytes((self.attributes,)) + write_varint(timestamp_delta) + write_varint(self.offset_delta) \
             + _bytes_field(self.key) + _bytes_field(self.value) + self.headers
-        return _varint(len(body)) + body
+        return write_varint(len(body)) + body
 
 
 class CodecUnavailable(Exception):
@@ -158,17 +158,7 @@ def _read_bytes(buf: bytes, position: int) -> tuple[bytes | None, int]:
 
 
 def _bytes_field(data: bytes | None) -> bytes:
-    return _varint(-1) if data is None else _varint(len(data)) + data
-
-
-def _varint(value: int) -> bytes:
-    zigzag = (value << 1) ^ (value >> 63)
-    out = bytearray()
-    while zigzag >= 0x80:
-        out.append((zigzag & 0x7F) | 0x80)
-        zigzag >>= 7
-    out.append(zigzag)
-    return bytes(out)
+    return write_varint(-1) if data is None else write_varint(len(data)) + data
 
 
 def should_retain_record(offset: int, key: bytes | None, has_value: bool, *, latest_key_offset: Callable[[bytes], int],
