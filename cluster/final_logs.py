@@ -29,7 +29,8 @@ def partition_records(broker: int, topic: str, partition: int, directory: Path) 
         if not batch.is_control_batch:
             for record in batch:
                 yield StoredRecord(broker=broker, topic=topic, partition=partition, offset=record.offset,
-                                   leader_epoch=header.partition_leader_epoch, value=value_text(record.value))
+                                   leader_epoch=header.partition_leader_epoch, value=value_text(record.value),
+                                   producer_id=header.producer_id, producer_epoch=header.producer_epoch)
         position += header.size
 
 

@@ -46,6 +46,10 @@ class StoredRecord(BaseModel):
     offset: int
     leader_epoch: int
     value: str | None
+    # the batch's idempotent producer (-1: none), so a checker can tell a client's re-send under a new producer
+    # epoch from a broker appending one batch twice
+    producer_id: int = -1
+    producer_epoch: int = -1
 
 
 class HistoryWriter:

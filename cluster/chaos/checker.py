@@ -21,18 +21,25 @@ from pydantic import BaseModel, ConfigDict
 from cluster.chaos.history import FinalReads, NemesisEvent, Operation, ReplicaRead
 
 AnomalyName = Literal[
-    "lost-write", "duplicate", "unexpected-value", "inconsistent-offsets", "nonmonotonic-send",
+    "lost-write", "duplicate", "client-resend", "unexpected-value", "inconsistent-offsets", "nonmonotonic-send",
     "nonmonotonic-poll", "int-nonmonotonic-poll", "poll-skip", "int-poll-skip", "aborted-read", "dirty-read",
     "divergent-replicas", "unseen",
 ]
 ANOMALY_NAMES: tuple[str, ...] = get_args(AnomalyName)
 # Reported, but they do not make a run invalid: "unseen" may just be late (Jepsen's :error-types, not :bad-)
 UNCERTAIN = frozenset({"unseen"})
+# Reported, but not the brokers' doing, so the run stays valid: the client wrote one value twice under two
+# producer epochs of its own, which no broker can recognise as a retry (see DESCRIPTIONS)
+CLIENT_SIDE = frozenset({"client-resend"})
 JEPSEN_NAMES = {"aborted-read": "G1a"}
 
 DESCRIPTIONS: dict[str, str] = {
     "lost-write": "an acknowledged send whose value is gone after healing, or never read though a later offset was",
     "duplicate": "one value at more than one offset",
+    "client-resend": "one value at more than one offset, each copy written under a different producer epoch: the "
+                     "client bumped its epoch and sent again a value whose first send it did not know had been "
+                     "written (librdkafka does so for every partition when one gets OUT_OF_ORDER_SEQUENCE_NUMBER "
+                     "or a message times out, confluentinc/librdkafka#4953); idempotence only holds within an epoch",
     "unexpected-value": "a value read that no client ever sent",
     "inconsistent-offsets": "one offset of a partition held different values (acks, polls and replicas together)",
     "nonmonotonic-send": "a producer's later send to a partition got a lower or equal offset",
@@ -164,7 +171,9 @@ def check(operations: Sequence[Operation], final_reads: FinalReads | None = None
     observations = _observations(sends, polls, replicas)
     final_logs = {tp: _final_log(reads) for tp, reads in replicas.items()}
     anomalies = _Anomalies()
-    _offsets_and_values(observations, sends, anomalies)
+    writers = {(read.topic, read.partition, offset): (producer_id, epoch)
+               for reads in replicas.values() for read in reads for offset, producer_id, epoch in read.writers}
+    _offsets_and_values(observations, sends, writers, anomalies)
     _lost_and_unseen(sends, observations, final_logs, anomalies)
     _nonmonotonic_sends(sends, anomalies)
     _consumer_order(operations, sends, anomalies)
@@ -175,9 +184,10 @@ def check(operations: Sequence[Operation], final_reads: FinalReads | None = None
     reports = tuple(
         AnomalyReport(name=name, count=len(found), examples=tuple(found[:max_examples]))
         for name in ANOMALY_NAMES if (found := anomalies.found.get(name)))
-    bad = any(r.name not in UNCERTAIN for r in reports)
+    bad = any(r.name not in UNCERTAIN | CLIENT_SIDE for r in reports)
+    uncertain = any(r.name in UNCERTAIN for r in reports)
     return CheckResult(
-        verdict="invalid" if bad else "unknown" if reports else "valid",
+        verdict="invalid" if bad else "unknown" if uncertain else "valid",
         counts={name: len(anomalies.found.get(name, ())) for name in ANOMALY_NAMES},
         anomalies=reports,
         availability=availability(pairs, operations, nemesis),
@@ -258,7 +268,9 @@ def _by_op(observations: Iterable[Observation]) -> tuple[tuple[int, ...], tuple[
             tuple(sorted({o.broker for o in observations if o.broker is not None})))
 
 
-def _offsets_and_values(observations: list[Observation], sends: dict[str, Send], anomalies: _Anomalies) -> None:
+def _offsets_and_values(observations: list[Observation], sends: dict[str, Send],
+                        writers: dict[tuple[str, int, int], tuple[int, int]], anomalies: _Anomalies) -> None:
+    """``writers``: the (producer id, producer epoch) of the batch that holds each replica-read offset."""
     at_offset: dict[tuple[str, int, int], list[Observation]] = defaultdict(list)
     positions: dict[str | None, dict[tuple[str, int, int], list[Observation]]] = defaultdict(lambda: defaultdict(list))
     for o in observations:
@@ -279,9 +291,16 @@ def _offsets_and_values(observations: list[Observation], sends: dict[str, Send],
         send = sends.get(value) if value is not None else None
         if len(where) > 1:
             first = min(where)
-            anomalies.add("duplicate", topic=first[0], partition=first[1], offsets=tuple(sorted(k[2] for k in where)),
+            copies = [writers.get(position) for position in sorted(where)]
+            # each copy under its own producer epoch: a re-send by the client; two copies under one epoch (or a
+            # copy whose writer is unknown) is the broker's: it must have recognised the retry
+            resent = None not in copies and len(set(copies)) == len(copies)
+            anomalies.add("client-resend" if resent else "duplicate", topic=first[0], partition=first[1],
+                          offsets=tuple(sorted(k[2] for k in where)),
                           values=(value,), ops=tuple(sorted({*ops, *([send.index] if send else [])})),
-                          brokers=brokers, detail=", ".join(f"{t}-{p}@{o}" for t, p, o in sorted(where)))
+                          brokers=brokers, detail=", ".join(
+                              f"{t}-{p}@{o}" + (f" (producer {w[0]} epoch {w[1]})" if (w := writers.get((t, p, o)))
+                                                else "") for t, p, o in sorted(where)))
         if send is None:
             first = min(where)
             anomalies.add("unexpected-value", topic=first[0], partition=first[1],

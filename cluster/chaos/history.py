@@ -115,6 +115,8 @@ class ReplicaRead(_Frozen):
     records: tuple[tuple[int, str | None], ...] = ()
     log_start_offset: int = Field(default=0, ge=0)   # values below it were deleted by retention, not lost
     leader: bool = False          # the partition's leader at read time: its log is what consumers will read
+    # (offset, producer id, producer epoch) of each record an idempotent producer wrote, when the read saw batches
+    writers: tuple[tuple[int, int, int], ...] = ()
 
     @property
     def log_end_offset(self) -> int:
@@ -129,13 +131,17 @@ class FinalReads(_Frozen):
                             ) -> FinalReads:
         """From ``cluster.final_logs`` records (any order); ``leaders`` maps (topic, partition) to its leader."""
         grouped: dict[tuple[int, str, int], list[tuple[int, str | None]]] = {}
+        writers: dict[tuple[int, str, int], list[tuple[int, int, int]]] = {}
         for record in stored:
-            grouped.setdefault((record.broker, record.topic, record.partition), []).append(
-                (record.offset, record.value))
+            key = (record.broker, record.topic, record.partition)
+            grouped.setdefault(key, []).append((record.offset, record.value))
+            if record.producer_id >= 0:
+                writers.setdefault(key, []).append((record.offset, record.producer_id, record.producer_epoch))
         leaders = leaders or {}
         return cls(replicas=tuple(
             ReplicaRead(broker=broker, topic=topic, partition=partition, records=tuple(sorted(records)),
-                        leader=leaders.get((topic, partition)) == broker)
+                        leader=leaders.get((topic, partition)) == broker,
+                        writers=tuple(sorted(writers.get((broker, topic, partition), ()))))
             for (broker, topic, partition), records in sorted(grouped.items())))
 
     def of(self, topic: str, partition: int) -> list[ReplicaRead]:

@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -34,7 +36,7 @@ from cluster.chaos.history import (
 )
 from cluster.chaos.nemesis import Nemesis, NemesisError, unsupported_kinds
 from cluster.chaos.schedule import NemesisStep, ScheduleSettings, nemesis_schedule
-from cluster.chaos.workload import CLOSE_TIMEOUT_S, Workload, WorkloadSettings
+from cluster.chaos.workload import CLIENT_LOGGER, CLOSE_TIMEOUT_S, Workload, WorkloadSettings
 from cluster.final_logs import broker_records
 from cluster.disk import recorded_mounts, unmount_log_dirs
 from cluster.lifecycle import down, up
@@ -45,6 +47,7 @@ from zk.client import connected
 
 RESULTS_FILE = "results.json"
 SCHEDULE_FILE = "schedule.json"
+CLIENT_LOG_FILE = "clients.log"   # the producers' idempotence log (librdkafka's "eos" debug lines)
 EXIT_VALID, EXIT_INVALID, EXIT_ERROR = 0, 1, 2
 
 
@@ -105,7 +108,8 @@ def run_chaos(settings: ChaosSettings, out: Path, say: Callable[[str], None] = p
         if reasons:
             raise NemesisError("; ".join(reasons))
         _create_topics(spec.zookeeper, settings)
-        with JsonLinesWriter(out / OPERATIONS_FILE) as operations, JsonLinesWriter(out / NEMESIS_FILE) as faults:
+        with (JsonLinesWriter(out / OPERATIONS_FILE) as operations, JsonLinesWriter(out / NEMESIS_FILE) as faults,
+              _client_log(out / CLIENT_LOG_FILE)):
             recorder = Recorder(operations.append, faults.append, lambda: time.time() * 1000, time.monotonic_ns)
             workload = Workload(spec.bootstrap_servers, settings.workload, recorder)
             workload.start()
@@ -199,6 +203,25 @@ def _take_down_after_failure(data_dir: Path, spec) -> None:
             unmount_log_dirs(recorded_mounts(spec), lambda _: None)
         except ClusterError as unmount_error:
             print(f"warning: {unmount_error}", file=sys.stderr)
+
+
+@contextmanager
+def _client_log(path: Path) -> Iterator[None]:
+    """The workload's librdkafka log lines in ``path`` for the length of the block."""
+    logger = logging.getLogger(CLIENT_LOGGER)
+    handler = logging.FileHandler(path, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+    previous = logger.level, logger.propagate
+    logger.setLevel(logging.DEBUG)
+    logger.propagate = False
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(previous[0])
+        logger.propagate = previous[1]
+        handler.close()
 
 
 def _create_topics(zookeeper: str, settings: ChaosSettings) -> None:

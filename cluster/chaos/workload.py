@@ -8,6 +8,7 @@ blocked client (a partitioned leader) must not hold the others up.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Sequence
@@ -66,6 +67,11 @@ class WorkloadCounters:
     ack_latencies_ms: list[tuple[float, float]] = field(default_factory=list)  # (wall ms at ack, latency ms)
 
 
+# librdkafka's idempotence log ("debug": "eos": epoch bumps, drains, sequence errors) goes to this logger; the run
+# writes it to its folder, where it names what made a producer bump its epoch (a re-send, see the checker)
+CLIENT_LOGGER = "kafkasim.chaos.librdkafka"
+
+
 def _error_name(error: KafkaError) -> str:
     return error.name() or str(error.code())
 
@@ -84,7 +90,8 @@ class ChaosProducer:
         self.producer = Producer({
             "bootstrap.servers": bootstrap, "acks": settings.acks, "enable.idempotence": settings.idempotent,
             "linger.ms": 5, "message.timeout.ms": settings.message_timeout_ms, "retry.backoff.ms": 100,
-            "socket.timeout.ms": 10000, "client.id": process})
+            "socket.timeout.ms": 10000, "client.id": process, "debug": "eos"},
+            logger=logging.getLogger(CLIENT_LOGGER))
         self.thread = threading.Thread(target=self._run, name=process, daemon=True)
         self._lock = threading.Lock()
 

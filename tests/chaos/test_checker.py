@@ -147,6 +147,44 @@ def test_one_value_at_two_offsets_is_a_duplicate():
     assert (example.values, example.offsets, example.ops, example.brokers) == (("v9",), (3, 4), (sent, poll), (1, 2, 3))
 
 
+def with_writers(final: FinalReads, writers: dict[tuple[int, int], tuple[int, int]]) -> FinalReads:
+    """Each replica's read also names the producer id and epoch of the batch at (partition, offset)."""
+    return FinalReads(replicas=tuple(
+        read.model_copy(update={"writers": tuple((o, *writers[(read.partition, o)]) for o, _ in read.records
+                                                 if (read.partition, o) in writers)})
+        for read in final.replicas))
+
+
+def duplicated_v9(writers: dict[tuple[int, int], tuple[int, int]]):
+    history, _ = clean_run()
+    history.send("v9", partition=0, offset=3)
+    final = replicas({0: [(0, "v0"), (1, "v3"), (2, "v6"), (3, "v9"), (4, "v9")],
+                      1: [(0, "v1"), (1, "v4"), (2, "v7")], 2: [(0, "v2"), (1, "v5"), (2, "v8")]})
+    return check(history.operations, with_writers(final, writers))
+
+
+def test_copies_under_two_producer_epochs_are_the_clients_resend_and_the_run_stays_valid():
+    # librdkafka bumped its epoch and sent v9 again: no broker can tell that from a new value
+    result = duplicated_v9({(0, 3): (7, 0), (0, 4): (7, 1)})
+    assert result.counts["duplicate"] == 0 and result.counts["client-resend"] == 1
+    assert result.verdict == "valid"
+    [example] = only(result, "client-resend").examples
+    assert example.offsets == (3, 4)
+    assert "producer 7 epoch 0" in example.detail and "producer 7 epoch 1" in example.detail
+
+
+def test_copies_under_one_producer_epoch_are_the_brokers_duplicate():
+    result = duplicated_v9({(0, 3): (7, 1), (0, 4): (7, 1)})
+    assert result.counts["duplicate"] == 1 and result.counts["client-resend"] == 0
+    assert result.verdict == "invalid"
+
+
+def test_a_copy_whose_writer_is_unknown_stays_a_duplicate():
+    # a read without batch headers (a cluster read through a consumer) cannot clear the broker
+    result = duplicated_v9({(0, 3): (7, 0)})
+    assert result.counts["duplicate"] == 1 and result.verdict == "invalid"
+
+
 def test_a_value_nobody_sent_is_unexpected():
     history, final = clean_run()
     poll = history.poll((2, 3, "ghost"))

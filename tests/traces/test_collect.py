@@ -22,7 +22,8 @@ def fake_run(data_dir: Path) -> None:
         (directory / "trace.jsonl").write_text(te.BrokerStopped(broker_id=broker, clean=True).model_dump_json() + "\n")
         segment = directory / "logs" / "orders-0" / "00000000000000000000.log"
         segment.parent.mkdir(parents=True)
-        batch = bytearray(build_batch([Record(None, b"v%d" % i, 0) for i in range(3)]))
+        batch = bytearray(build_batch([Record(None, b"v%d" % i, 0) for i in range(3)], producer_id=broker * 10,
+                                      producer_epoch=2, base_sequence=0))
         assign_offset_and_epoch(batch, 0, 0, 4)
         segment.write_bytes(bytes(batch))
     (data_dir / "broker-1" / "trace.jsonl.1").write_text("")
@@ -43,6 +44,8 @@ def test_collect_gathers_traces_histories_and_final_logs(tmp_path: Path, capsys)
                for line in (out / "final-logs" / "data" / "broker-2.jsonl").read_text().splitlines()]
     assert [(r.broker, r.topic, r.partition, r.offset, r.leader_epoch, r.value) for r in records] == [
         (2, "orders", 0, i, 4, f"v{i}") for i in range(3)]
+    # the batch's idempotent producer, which tells the chaos checker a client's re-send from a broker's duplicate
+    assert {(r.producer_id, r.producer_epoch) for r in records} == {(20, 2)}
     assert (out / "history" / "data" / "workload-history.jsonl").exists()
 
 
