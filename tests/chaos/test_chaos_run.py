@@ -33,7 +33,7 @@ def _producer_restarts(run_dir: Path) -> list[str]:
     brokers = [f"{log.parent.name}: {line}" for log in sorted(run_dir.glob("cluster/broker-*/broker.log"))
                for line in log.read_text(errors="replace").splitlines() if any(mark in line for mark in marks)]
     # and the producers' side: why librdkafka drained and bumped its epoch
-    client_marks = ("ERRSEQ", "DRAIN", "bump", "timed out")
+    client_marks = ("ERRSEQ", "bumped epoch", "epoch bump", "timed out", "sequence")
     clients = [f"client: {line}" for line in (run_dir / CLIENT_LOG_FILE).read_text(errors="replace").splitlines()
                if any(mark in line for mark in client_marks)] if (run_dir / CLIENT_LOG_FILE).exists() else []
     return brokers + clients
