@@ -154,6 +154,9 @@ class KafkaConfig(BaseModel):
     offsets_topic_segment_bytes: int = Field(104857600, alias="offsets.topic.segment.bytes", ge=1)
     offsets_commit_timeout_ms: int = Field(5000, alias="offsets.commit.timeout.ms", gt=0)
     offset_metadata_max_bytes: int = Field(4096, alias="offset.metadata.max.bytes", ge=0)
+    # Offset expiry (KIP-211): Kafka accepts at least 1 minute and 1 ms.
+    offsets_retention_minutes: int = Field(10080, alias="offsets.retention.minutes", ge=1)
+    offsets_retention_check_interval_ms: int = Field(600000, alias="offsets.retention.check.interval.ms", ge=1)
     # Which follower truncation rule to replay: high-watermark (before KIP-101), kip-101, kip-279.
     replica_truncation_rule: TruncationRule = Field(TruncationRule.KIP_279, alias="kafkasim.replica.truncation.rule")
     trace_file: str | None = Field(None, alias="kafkasim.trace.file")

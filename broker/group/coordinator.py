@@ -6,6 +6,7 @@ owns them, and storing a group or offsets goes through an injected ``append`` th
 from __future__ import annotations
 
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -160,7 +161,7 @@ class GroupCoordinator:
                  on_state_change: StateListener | None = None,
                  heartbeat_purgatory: DelayedOperationPurgatory | None = None,
                  join_purgatory: DelayedOperationPurgatory | None = None,
-                 wall_clock_ms: Callable[[], int] = lambda: -1) -> None:
+                 wall_clock_ms: Callable[[], int] | None = None) -> None:
         self.broker_id = broker_id
         self.config = config
         self.append = append
@@ -171,7 +172,13 @@ class GroupCoordinator:
         self.owned_partitions: set[int] = set()
         self.loading_partitions: set[int] = set()
         self._clock = clock
-        self._wall_clock_ms = wall_clock_ms  # what a stored group records as its state's time (-1: unknown)
+        # state timestamps and offset expiry use wall-clock time, as the commit timestamps do (the injected
+        # clock when none is given, so a test drives both with one)
+        self._wall_clock_ms = wall_clock_ms or clock
+
+    @property
+    def wall_now_ms(self) -> int:
+        return self._wall_clock_ms()
 
     @property
     def now_ms(self) -> int:
@@ -225,9 +232,10 @@ class GroupCoordinator:
 
     def _restore(self, group_id: str, value: rec.GroupValue | None,
                  offsets: dict[TopicPartition, OffsetAndMetadata]) -> GroupMetadata:
-        group = GroupMetadata(group_id, offsets=offsets, state_timestamp_ms=self.now_ms)
+        group = GroupMetadata(group_id, offsets=offsets, state_timestamp_ms=self.wall_now_ms)
         if value is None:
             return group
+        group.state_timestamp_ms = value.current_state_timestamp
         group.protocol_type = value.protocol_type or None
         group.generation_id = value.generation_id
         group.protocol_name = value.protocol_name
@@ -281,7 +289,7 @@ class GroupCoordinator:
             if member_id != NO_MEMBER:
                 callback(JoinResult(ErrorCode.unknown_member_id, member_id))
                 return
-            group = self.groups[group_id] = GroupMetadata(group_id, state_timestamp_ms=self.now_ms)
+            group = self.groups[group_id] = GroupMetadata(group_id, state_timestamp_ms=self.wall_now_ms)
         if group.is_(GroupState.DEAD):
             # another request just removed the group (its partition moved): the client finds the coordinator
             callback(JoinResult(ErrorCode.coordinator_not_available, member_id))
@@ -393,7 +401,7 @@ class GroupCoordinator:
             self.heartbeat_purgatory.cancel_for_key(MemberKey(group.group_id, member.member_id))
             group.remove(member.member_id)
         old = group.state.value
-        group.init_next_generation(self.now_ms)
+        group.init_next_generation(self.wall_now_ms)
         self.on_state_change(group, old, f"generation {group.generation_id} formed")
         if group.is_(GroupState.EMPTY):
             self._store_group(group, {}, lambda error: None)
@@ -560,7 +568,7 @@ class GroupCoordinator:
                 all_(ErrorCode.illegal_generation)  # a member of a generation this coordinator never saw
                 return
             # no group management (assign() consumers): the group exists only to hold offsets
-            group = self.groups[group_id] = GroupMetadata(group_id, state_timestamp_ms=self.now_ms)
+            group = self.groups[group_id] = GroupMetadata(group_id, state_timestamp_ms=self.wall_now_ms)
         if group.is_(GroupState.DEAD):
             all_(ErrorCode.coordinator_not_available)
             return
@@ -594,11 +602,14 @@ class GroupCoordinator:
             return
 
         def stored(error: ErrorCode) -> None:
+            group.pending_offset_commits.subtract(list(accepted))
+            group.pending_offset_commits += Counter()  # drop the zeros
             mapped = map_store_error(error)
             if mapped == ErrorCode.none and group.group_id in self.groups:
                 group.offsets.update(accepted)
             callback({**results, **dict.fromkeys(accepted, mapped)})
 
+        group.pending_offset_commits.update(list(accepted))
         self.append(self.partition_of(group.group_id), entries, stored)
 
     def handle_fetch_offsets(self, group_id: str, partitions: list[TopicPartition] | None,
@@ -623,12 +634,12 @@ class GroupCoordinator:
                             assignments.get(m.member_id, b""))
             for m in group.members.values())
         value = rec.GroupValue(group.protocol_type or "", group.generation_id, group.protocol_name,
-                               group.leader_id, self._wall_clock_ms(), members)
+                               group.leader_id, group.state_timestamp_ms, members)
         entry = (rec.encode_key(rec.GroupKey(group.group_id)), rec.encode_group_value(value))
         self.append(self.partition_of(group.group_id), [entry], lambda error: callback(map_store_error(error)))
 
     def _transition(self, group: GroupMetadata, state: GroupState, reason: str) -> None:
-        old = group.transition_to(state, self.now_ms)
+        old = group.transition_to(state, self.wall_now_ms)
         self.on_state_change(group, old.value, reason)
 
     # --- describe -----------------------------------------------------------------------------------
@@ -693,13 +704,28 @@ class GroupCoordinator:
             results.update(dict.fromkeys(eligible, ErrorCode.none))
         return ErrorCode.none, results
 
-    def _remove_offsets(self, group: GroupMetadata, partitions: list[TopicPartition]) -> int:
+    def cleanup_group_metadata(self, retention_ms: int) -> int:
+        """Kafka's GroupMetadataManager.cleanupGroupMetadata, run every offsets.retention.check.interval.ms:
+        the expired offsets of every group this broker coordinates are removed with tombstones, and a group left
+        Empty without offsets becomes Dead (its record tombstoned too). Returns how many offsets expired."""
+        now = self.wall_now_ms
+        removed = 0
+        for group in list(self.groups.values()):
+            if self.partition_of(group.group_id) not in self.owned_partitions or group.is_(GroupState.DEAD):
+                continue
+            expired = group.expired_offsets(now, retention_ms)
+            removed += self._remove_offsets(group, expired, "its offsets expired" if expired
+                                            else "no members and no offsets left")
+        return removed
+
+    def _remove_offsets(self, group: GroupMetadata, partitions: list[TopicPartition],
+                        reason: str = "no members and no offsets left") -> int:
         """Kafka's cleanupGroupMetadata: a tombstone for each offset removed; an Empty group left without offsets
         becomes Dead, leaves the cache and gets a tombstone too, unless it is of generation 0 (offsets only,
         it never wrote a group record). Kafka appends without waiting, and so does this."""
         removed = [tp for tp in partitions if group.offsets.pop(tp, None) is not None]
         if group.is_(GroupState.EMPTY) and not group.offsets:
-            self._transition(group, GroupState.DEAD, "no members and no offsets left")
+            self._transition(group, GroupState.DEAD, reason)
         entries: list[Entry] = [(rec.encode_key(rec.OffsetKey(group.group_id, topic, partition)), None)
                                 for topic, partition in removed]
         if group.is_(GroupState.DEAD) and self.groups.get(group.group_id) is group:
