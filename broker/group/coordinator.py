@@ -120,6 +120,7 @@ class DelayedHeartbeat(DelayedOperation):
     def __init__(self, coordinator: GroupCoordinator, group: GroupMetadata, member: MemberMetadata) -> None:
         super().__init__(member.session_timeout_ms)
         self.coordinator, self.group, self.member = coordinator, group, member
+        self.member_id = member.member_id  # a static member's rejoin renames it: this expiry is then moot
 
     def try_complete(self) -> bool:
         if self.member.heartbeat_satisfied:
@@ -130,7 +131,7 @@ class DelayedHeartbeat(DelayedOperation):
         pass
 
     def on_expiration(self) -> None:
-        if self.member.awaiting_join or self.member.awaiting_sync:
+        if self.member.awaiting_join or self.member.awaiting_sync or self.member.member_id != self.member_id:
             return  # Kafka keeps a member alive while its JoinGroup or SyncGroup is parked
         self.coordinator.expire_member(self.group, self.member)
 
@@ -300,8 +301,13 @@ class GroupCoordinator:
         # v0 has no rebalance timeout: Kafka uses the session timeout
         rebalance_timeout_ms = rebalance_timeout_ms if rebalance_timeout_ms > 0 else session_timeout_ms
         if member_id == NO_MEMBER:
-            new_id = f"{client_id}-{uuid.uuid4()}"
-            if require_known_member_id:
+            # KIP-345: a static member's id starts with its group.instance.id
+            new_id = f"{client_id if group_instance_id is None else group_instance_id}-{uuid.uuid4()}"
+            old_id = group.static_member_id(group_instance_id)
+            if old_id is not None:
+                # a static member restarted: it takes its old place (and assignment) under the new id
+                self._update_static_member_and_rebalance(group, old_id, new_id, protocols, callback)
+            elif require_known_member_id and group_instance_id is None:
                 # KIP-394: the member must come back with this id, so a lost response leaves no ghost member
                 group.pending_members.add(new_id)
                 self.heartbeat_purgatory.try_complete_else_watch(
@@ -309,16 +315,22 @@ class GroupCoordinator:
                     [MemberKey(group_id, new_id)], self.now_ms)
                 callback(JoinResult(ErrorCode.member_id_required, new_id))
                 return
-            self._add_member_and_rebalance(group, new_id, group_instance_id, client_id, client_host,
-                                           rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols,
-                                           callback)
+            else:
+                self._add_member_and_rebalance(group, new_id, group_instance_id, client_id, client_host,
+                                               rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols,
+                                               callback)
         elif member_id in group.pending_members:
             group.pending_members.discard(member_id)
             self.heartbeat_purgatory.check_and_complete(MemberKey(group_id, member_id))
             self._add_member_and_rebalance(group, member_id, group_instance_id, client_id, client_host,
                                            rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols,
                                            callback)
-        elif member_id not in group.members:
+        elif group.is_static_member_fenced(member_id, group_instance_id):
+            callback(JoinResult(ErrorCode.fenced_instance_id, member_id))
+            return
+        elif member_id not in group.members or (group_instance_id is not None
+                                                and group.static_member_id(group_instance_id) is None):
+            # an unknown member id, or a static member whose instance id the group does not know: it starts over
             callback(JoinResult(ErrorCode.unknown_member_id, member_id))
             return
         else:
@@ -350,6 +362,49 @@ class GroupCoordinator:
                                     group.leader_id or ""))
         else:
             callback(JoinResult(ErrorCode.unknown_member_id, member.member_id))
+
+    def _update_static_member_and_rebalance(self, group: GroupMetadata, old_id: str, new_id: str,
+                                            protocols: list[tuple[str, bytes]],
+                                            callback: Callable[[JoinResult], None]) -> None:
+        """Kafka's updateStaticMemberAndRebalance. A Stable group whose protocol would not change keeps its
+        generation: the member is stored under its new id and answered with the current generation and the
+        old leader id (so a rejoining leader does not assign again), and SyncGroup gives it its old assignment."""
+        current_leader = group.leader_id or ""
+        old = group.members[old_id]
+        # an older incarnation still waiting in a JoinGroup or SyncGroup is fenced
+        self._answer_pending(old, ErrorCode.fenced_instance_id)
+        self.heartbeat_purgatory.cancel_for_key(MemberKey(group.group_id, old_id))
+        member = group.replace_static_member(old_id, new_id)
+        self._schedule_heartbeat(group, member)
+        old_protocols, member.protocols, member.join_callback = member.protocols, protocols, callback
+        reason = f"static member {new_id} (instance {member.group_instance_id}) rejoined"
+        if group.is_(GroupState.STABLE):
+            if group.select_protocol() != group.protocol_name:
+                self._prepare_rebalance(group, f"{reason} with a change of protocol")
+                return
+            generation = group.generation_id
+
+            def stored(error: ErrorCode) -> None:
+                if group.generation_id != generation or not group.is_(GroupState.STABLE):
+                    return  # a rebalance started meanwhile: it answers the member
+                answer, member.join_callback = member.join_callback, None
+                if error != ErrorCode.none:
+                    # the new id could not be stored: the old incarnation keeps its place
+                    member.protocols = old_protocols
+                    if group.members.get(new_id) is member:
+                        self.heartbeat_purgatory.cancel_for_key(MemberKey(group.group_id, new_id))
+                        group.replace_static_member(new_id, old_id)
+                        self._schedule_heartbeat(group, member)
+                    if answer is not None:
+                        answer(JoinResult(error, NO_MEMBER, generation, group.protocol_name, current_leader))
+                elif answer is not None:
+                    answer(JoinResult(ErrorCode.none, new_id, generation, group.protocol_name, current_leader))
+
+            self._store_group(group, {m.member_id: m.assignment for m in group.members.values()}, stored)
+        elif group.is_(GroupState.COMPLETING_REBALANCE):
+            # the leader may be assigning to the old id: a new round gives everyone consistent assignments
+            self._prepare_rebalance(group, reason)
+        # PreparingRebalance: the member waits for the join like every other
 
     def _join_result(self, group: GroupMetadata, member: MemberMetadata) -> JoinResult:
         members = group.member_list() if group.is_leader(member.member_id) else ()
@@ -397,6 +452,8 @@ class GroupCoordinator:
         if group.is_(GroupState.DEAD) or group.group_id not in self.groups:
             return
         for member in group.not_yet_rejoined:
+            if member.is_static:
+                continue  # a static member leaves only by its session timeout or a LeaveGroup naming it
             # members that did not rejoin within the rebalance timeout leave the group
             self.heartbeat_purgatory.cancel_for_key(MemberKey(group.group_id, member.member_id))
             group.remove(member.member_id)
@@ -416,14 +473,17 @@ class GroupCoordinator:
     # --- SyncGroup ----------------------------------------------------------------------------------
 
     def handle_sync_group(self, group_id: str, generation_id: int, member_id: str,
-                          assignments: dict[str, bytes], callback: Callable[[ErrorCode, bytes], None]) -> None:
+                          assignments: dict[str, bytes], callback: Callable[[ErrorCode, bytes], None],
+                          group_instance_id: str | None = None) -> None:
         error = self.coordinator_error(group_id) if group_id else ErrorCode.invalid_group_id
         group = self.groups.get(group_id)
         if error is None:
-            if group is None or member_id not in group.members:
-                error = ErrorCode.unknown_member_id
-            elif group.is_(GroupState.DEAD):
+            if group is not None and group.is_(GroupState.DEAD):
                 error = ErrorCode.coordinator_not_available
+            elif group is not None and group.is_static_member_fenced(member_id, group_instance_id):
+                error = ErrorCode.fenced_instance_id
+            elif group is None or member_id not in group.members:
+                error = ErrorCode.unknown_member_id
             elif generation_id != group.generation_id:
                 error = ErrorCode.illegal_generation
             elif group.is_(GroupState.EMPTY):
@@ -477,15 +537,18 @@ class GroupCoordinator:
 
     # --- Heartbeat and LeaveGroup -------------------------------------------------------------------
 
-    def handle_heartbeat(self, group_id: str, member_id: str, generation_id: int) -> ErrorCode:
+    def handle_heartbeat(self, group_id: str, member_id: str, generation_id: int,
+                         group_instance_id: str | None = None) -> ErrorCode:
         error = self.coordinator_error(group_id)
         if error is not None:
             return error
         group = self.groups.get(group_id)
+        if group is not None and group.is_(GroupState.DEAD):
+            return ErrorCode.coordinator_not_available
+        if group is not None and group.is_static_member_fenced(member_id, group_instance_id):
+            return ErrorCode.fenced_instance_id
         if group is None or group.is_(GroupState.EMPTY):
             return ErrorCode.unknown_member_id
-        if group.is_(GroupState.DEAD):
-            return ErrorCode.coordinator_not_available
         member = group.members.get(member_id)
         if member is None:
             return ErrorCode.unknown_member_id
@@ -496,8 +559,10 @@ class GroupCoordinator:
             return ErrorCode.rebalance_in_progress
         return ErrorCode.none
 
-    def handle_leave_group(self, group_id: str, member_ids: list[str]) -> tuple[ErrorCode, list[ErrorCode]]:
-        """The request's error and one per member (LeaveGroup v3 batches members)."""
+    def handle_leave_group(self, group_id: str, member_ids: list[str],
+                           group_instance_ids: list[str | None] | None = None) -> tuple[ErrorCode, list[ErrorCode]]:
+        """The request's error and one per member (LeaveGroup v3 batches members, each with its member id or
+        its group.instance.id: a static member can be removed by its instance id alone, KIP-345)."""
         error = self.coordinator_error(group_id)
         if error is not None:
             return error, [error] * len(member_ids)
@@ -507,8 +572,15 @@ class GroupCoordinator:
         if group.is_(GroupState.DEAD):
             return ErrorCode.coordinator_not_available, [ErrorCode.coordinator_not_available] * len(member_ids)
         errors = []
-        for member_id in member_ids:
-            if member_id in group.pending_members:
+        for member_id, instance_id in zip(member_ids, group_instance_ids or [None] * len(member_ids), strict=True):
+            static_id = group.static_member_id(instance_id)
+            if member_id != NO_MEMBER and group.is_static_member_fenced(member_id, instance_id):
+                errors.append(ErrorCode.fenced_instance_id)
+            elif static_id is not None:
+                self._remove_member_and_update_group(group, group.members[static_id],
+                                                     f"static member {static_id} (instance {instance_id}) left")
+                errors.append(ErrorCode.none)
+            elif member_id in group.pending_members:
                 group.pending_members.discard(member_id)
                 self.heartbeat_purgatory.check_and_complete(MemberKey(group_id, member_id))
                 self.join_purgatory.check_and_complete(GroupKey(group_id))
@@ -553,7 +625,8 @@ class GroupCoordinator:
 
     def handle_commit_offsets(self, group_id: str, member_id: str, generation_id: int,
                               offsets: dict[TopicPartition, OffsetAndMetadata],
-                              callback: Callable[[dict[TopicPartition, ErrorCode]], None]) -> None:
+                              callback: Callable[[dict[TopicPartition, ErrorCode]], None],
+                              group_instance_id: str | None = None) -> None:
 
         def all_(error: ErrorCode) -> None:
             callback(dict.fromkeys(offsets, error))
@@ -571,6 +644,9 @@ class GroupCoordinator:
             group = self.groups[group_id] = GroupMetadata(group_id, state_timestamp_ms=self.wall_now_ms)
         if group.is_(GroupState.DEAD):
             all_(ErrorCode.coordinator_not_available)
+            return
+        if group.is_static_member_fenced(member_id, group_instance_id):
+            all_(ErrorCode.fenced_instance_id)
             return
         if not (generation_id < 0 and group.is_(GroupState.EMPTY)):
             if member_id not in group.members:

@@ -109,7 +109,7 @@ async def handle_sync_group(groups: GroupAccess, request: Request):
     future, respond = answer_once(asyncio.get_running_loop())
     groups.coordinator.handle_sync_group(
         body.group_id, body.generation_id, body.member_id, {a.member_id: a.assignment for a in body.assignments},
-        lambda error, assignment: respond((error, assignment)))
+        lambda error, assignment: respond((error, assignment)), getattr(body, "group_instance_id", None))
 
     def finish(result: tuple[ErrorCode, bytes]):
         return build(module.SyncGroupResponse, throttle_time=NO_THROTTLE, error_code=result[0],
@@ -123,7 +123,8 @@ async def handle_sync_group(groups: GroupAccess, request: Request):
 async def handle_heartbeat(groups: GroupAccess, request: Request):
     body = request.body
     module = response_module(ApiKey.HEARTBEAT, request.header.api_version)
-    error = groups.coordinator.handle_heartbeat(body.group_id, body.member_id, body.generation_id)
+    error = groups.coordinator.handle_heartbeat(body.group_id, body.member_id, body.generation_id,
+                                                getattr(body, "group_instance_id", None))
     return build(module.HeartbeatResponse, throttle_time=NO_THROTTLE, error_code=error)
 
 
@@ -136,7 +137,7 @@ async def handle_leave_group(groups: GroupAccess, request: Request):
     else:
         identities = [(body.member_id, None)]
     error, errors = groups.coordinator.handle_leave_group(
-        body.group_id, [member_id for member_id, _ in identities])
+        body.group_id, [member_id for member_id, _ in identities], [instance for _, instance in identities])
     if version < FIRST_LEAVE_VERSION_WITH_MEMBERS and error == ErrorCode.none:
         error = errors[0]
     members = ()
@@ -165,8 +166,8 @@ async def handle_offset_commit(groups: GroupAccess, request: Request):
                                             p.committed_metadata or "", now_wall)
     future, respond = answer_once(asyncio.get_running_loop())
     generation = getattr(body, "generation_id_or_member_epoch", -1)
-    groups.coordinator.handle_commit_offsets(body.group_id, getattr(body, "member_id", ""),
-                                                           generation, offsets, respond)
+    groups.coordinator.handle_commit_offsets(body.group_id, getattr(body, "member_id", ""), generation, offsets,
+                                             respond, getattr(body, "group_instance_id", None))
 
     def finish(results: dict[tuple[str, int], ErrorCode]):
         results = {**results, **refused}
