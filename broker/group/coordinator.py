@@ -216,7 +216,8 @@ class GroupCoordinator:
                 else:
                     value = rec.decode_offset_value(value_bytes)
                     group_offsets[(key.topic, key.partition)] = OffsetAndMetadata(
-                        value.offset, value.leader_epoch, value.metadata, value.commit_timestamp)
+                        value.offset, value.leader_epoch, value.metadata, value.commit_timestamp,
+                        value.expire_timestamp)
             else:
                 groups[key.group_id] = None if value_bytes is None else rec.decode_group_value(value_bytes)
         loaded = 0
@@ -672,7 +673,8 @@ class GroupCoordinator:
             accepted[tp] = value
             entries.append((rec.encode_key(rec.OffsetKey(group.group_id, tp[0], tp[1])),
                             rec.encode_offset_value(rec.OffsetValue(value.offset, value.leader_epoch,
-                                                                    value.metadata, value.commit_timestamp))))
+                                                                    value.metadata, value.commit_timestamp,
+                                                                    value.expire_timestamp))))
         if not entries:
             callback(results)
             return

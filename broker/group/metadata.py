@@ -40,6 +40,8 @@ class OffsetAndMetadata:
     leader_epoch: int = -1
     metadata: str = ""
     commit_timestamp: int = -1
+    # set only by OffsetCommit v2-v4 with a retention_time_ms: the old per-offset expiry (stored as value v1)
+    expire_timestamp: int | None = None
 
 
 @dataclass
@@ -190,7 +192,8 @@ class GroupMetadata:
           that is unknown);
         - a consumer group, Stable, with known subscriptions: the topics it does not subscribe to, by commit time;
         - a group without a protocol type (commits only, e.g. assign() consumers): by commit time;
-        - otherwise none. An offset with a commit not yet replicated never expires."""
+        - otherwise none. An offset with a commit not yet replicated never expires; in the three cases above, an
+          offset committed with an explicit expire timestamp (OffsetCommit v2-v4) expires at that time instead."""
         if self.protocol_type is not None and self.is_(GroupState.EMPTY):
             def base(value: OffsetAndMetadata) -> int:
                 return self.state_timestamp_ms if self.state_timestamp_ms >= 0 else value.commit_timestamp
@@ -205,8 +208,13 @@ class GroupMetadata:
             kept = frozenset()
         else:
             return []
+        def expired(value: OffsetAndMetadata) -> bool:
+            if value.expire_timestamp is not None:  # a legacy commit's own expiry replaces the retention
+                return now_ms >= value.expire_timestamp
+            return now_ms - base(value) >= retention_ms
+
         return [tp for tp, value in self.offsets.items()
-                if tp[0] not in kept and not self.pending_offset_commits[tp] and now_ms - base(value) >= retention_ms]
+                if tp[0] not in kept and not self.pending_offset_commits[tp] and expired(value)]
 
     @property
     def rebalance_timeout_ms(self) -> int:

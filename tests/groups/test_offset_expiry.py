@@ -130,3 +130,29 @@ def test_an_empty_group_without_offsets_becomes_dead_at_the_next_check():
     before = len(h.store.entries)
     assert expire(h) == 0 and GROUP not in h.coordinator.groups
     assert tombstones(h.store, before) == [rec.GroupKey(GROUP)]
+
+
+def test_a_legacy_commit_with_its_own_retention_expires_at_its_expire_timestamp_and_is_stored_as_value_v1():
+    h = Harness()
+    h.commit("", -1, {ORDERS: OffsetAndMetadata(1, commit_timestamp=h.now, expire_timestamp=h.now + 1_000),
+                      AUDIT: offset(h, 2)})
+    value = rec.decode_offset_value(next(v for _, k, v in h.store.entries
+                                         if rec.decode_key(k) == rec.OffsetKey(GROUP, *ORDERS)))
+    assert value.expire_timestamp == h.now + 1_000 and value.leader_epoch == -1
+    reloaded = GroupCoordinator(2, h.coordinator.config, Store().append, lambda: h.now)
+    reloaded.load_partition(h.coordinator.partition_of(GROUP), [(k, v) for _, k, v in h.store.entries])
+    assert reloaded.groups[GROUP].offsets[ORDERS].expire_timestamp == h.now + 1_000
+    h.advance(999)
+    assert expire(h) == 0
+    h.advance(1)
+    assert expire(h) == 1 and set(h.group.offsets) == {AUDIT}  # the other one waits for the broker's retention
+
+
+def test_every_offset_commit_value_version_is_read():
+    v0_or_v2 = b"\x00\x00" + (7).to_bytes(8, "big") + b"\x00\x02md" + (123).to_bytes(8, "big")
+    assert rec.decode_offset_value(v0_or_v2) == rec.OffsetValue(7, -1, "md", 123)
+    assert rec.decode_offset_value(b"\x00\x02" + v0_or_v2[2:]) == rec.OffsetValue(7, -1, "md", 123)
+    v1 = rec.encode_offset_value(rec.OffsetValue(7, -1, "md", 123, 456))
+    assert v1[:2] == b"\x00\x01" and rec.decode_offset_value(v1) == rec.OffsetValue(7, -1, "md", 123, 456)
+    v3 = rec.encode_offset_value(rec.OffsetValue(7, 4, "md", 123))
+    assert v3[:2] == b"\x00\x03" and rec.decode_offset_value(v3) == rec.OffsetValue(7, 4, "md", 123)

@@ -28,6 +28,7 @@ FIRST_JOIN_VERSION_REQUIRING_MEMBER_ID = 4
 FIRST_LEAVE_VERSION_WITH_MEMBERS = 3
 AUTHORIZED_OPERATIONS_NOT_REQUESTED = -(2**31)
 NO_OFFSET = -1
+DEFAULT_RETENTION_TIME_MS = -1
 # Kafka creates __consumer_offsets compacted, with offsets.topic.segment.bytes segments (100 MiB) and the producer's
 # compression: the log cleaner keeps the last commit of each group-partition and the last metadata of each group, and
 # drops their tombstones after delete.retention.ms.
@@ -153,6 +154,10 @@ async def handle_offset_commit(groups: GroupAccess, request: Request):
     body = request.body
     module = response_module(ApiKey.OFFSET_COMMIT, request.header.api_version)
     now_wall = int(time.time() * 1000)
+    # OffsetCommit v2-v4 may name a retention of their own: those offsets expire at that time (Kafka's
+    # expireTimestamp), the others by offsets.retention.minutes
+    retention = millis(getattr(body, "retention_time", DEFAULT_RETENTION_TIME_MS))
+    expire_at = None if retention == DEFAULT_RETENTION_TIME_MS else now_wall + retention
     known = groups.metadata_cache.partitions
     offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
     refused: dict[tuple[str, int], ErrorCode] = {}
@@ -163,7 +168,7 @@ async def handle_offset_commit(groups: GroupAccess, request: Request):
                 refused[tp] = ErrorCode.unknown_topic_or_partition
                 continue
             offsets[tp] = OffsetAndMetadata(p.committed_offset, getattr(p, "committed_leader_epoch", -1),
-                                            p.committed_metadata or "", now_wall)
+                                            p.committed_metadata or "", now_wall, expire_at)
     future, respond = answer_once(asyncio.get_running_loop())
     generation = getattr(body, "generation_id_or_member_epoch", -1)
     groups.coordinator.handle_commit_offsets(body.group_id, getattr(body, "member_id", ""), generation, offsets,
