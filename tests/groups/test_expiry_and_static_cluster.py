@@ -170,3 +170,52 @@ def test_a_restarted_static_member_gets_its_partitions_back_in_the_same_generati
                 replacement.close()
             except Exception:
                 pass  # a fenced consumer may refuse to close cleanly
+
+
+def test_static_members_survive_the_coordinators_kill9_and_a_restart_after_it_needs_no_rebalance(cluster):
+    topic, group = "static-failover-topic", "static-failover-group"
+    make_topic(cluster, topic, 4, 3)
+    first, second = static_consumer(cluster, group, "fo-1"), static_consumer(cluster, group, "fo-2")
+    replacement = None
+    admin = AdminClient({"bootstrap.servers": bootstrap(cluster)})
+    try:
+        first.subscribe([topic])
+        second.subscribe([topic])
+        poll_until([first, second], lambda: partitions_of(first) | partitions_of(second) == set(range(4))
+                   and not partitions_of(first) & partitions_of(second), 60, "both members assigned")
+        coordinator = coordinator_of(admin, group)
+        wait_until(lambda: group_events(cluster, coordinator, group)
+                   and group_events(cluster, coordinator, group)[-1].new_state == "Stable", 10, "a Stable group")
+        generation = group_events(cluster, coordinator, group)[-1].generation_id
+        second_owned = partitions_of(second)
+        partition = offsets_partition(cluster, group)
+
+        cluster.kill9(coordinator)
+        try:
+            wait_until(lambda: leader_of(cluster, "__consumer_offsets", partition) not in (coordinator, -1), 30,
+                       "a new coordinator")
+            successor = leader_of(cluster, "__consumer_offsets", partition)
+            wait_until(lambda: group_events(cluster, successor, group), 30, "the group loaded by the new coordinator")
+            loaded = group_events(cluster, successor, group)[0]
+            assert (loaded.new_state, loaded.generation_id, loaded.members) == ("Stable", generation, 2)
+
+            second.close()  # a static member restarts after the failover
+            replacement = static_consumer(cluster, group, "fo-2")
+            replacement.subscribe([topic])
+            poll_until([first, replacement], lambda: bool(partitions_of(replacement)), 40,
+                       "the restarted member's assignment from the new coordinator")
+            assert partitions_of(replacement) == second_owned
+            described = admin.describe_consumer_groups([group])[group].result(15)
+            assert described.state.name == "STABLE" and described.coordinator.id == successor
+            assert {m.group_instance_id for m in described.members} == {"fo-1", "fo-2"}
+            # the new coordinator never rebalanced: one event, the load, in the old generation
+            assert group_events(cluster, successor, group) == [loaded]
+        finally:
+            cluster.start(coordinator)
+    finally:
+        for consumer in (first, second, replacement):
+            if consumer is not None:
+                try:
+                    consumer.close()
+                except RuntimeError:
+                    pass  # closed already
