@@ -95,6 +95,12 @@ def _supported_version(value: str) -> bool:
     return (major, minor) >= (0, 11) and (major, minor) <= (2, 8)
 
 
+def protocol_at_least(value: str, version: tuple[int, int]) -> bool:
+    """Whether a Kafka version name (as ``_supported_version`` reads them) is at least ``version`` (major, minor)."""
+    match = re.fullmatch(r"(\d+)\.(\d+)(?:\.(\d+))?(?:-IV\d+)?", value.strip())
+    return match is not None and (int(match.group(1)), int(match.group(2))) >= version
+
+
 class KafkaConfig(BaseModel):
     model_config = ConfigDict(frozen=True, populate_by_name=True, extra="allow")
 

@@ -38,6 +38,9 @@ class GroupConfig:
     max_session_timeout_ms: int = 1800000
     initial_rebalance_delay_ms: int = 3000
     offset_metadata_max_bytes: int = 4096
+    # inter.broker.protocol.version >= 2.3: below, a request with a group.instance.id is UNSUPPORTED_VERSION
+    # (Kafka's KafkaApis: an older coordinator would drop the instance ids when loading the group)
+    static_membership: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -276,6 +279,9 @@ class GroupCoordinator:
                           require_known_member_id: bool, client_id: str, client_host: str,
                           rebalance_timeout_ms: int, session_timeout_ms: int, protocol_type: str,
                           protocols: list[tuple[str, bytes]], callback: Callable[[JoinResult], None]) -> None:
+        if group_instance_id is not None and not self.config.static_membership:
+            callback(JoinResult(ErrorCode.unsupported_version, NO_MEMBER))
+            return
         if not group_id:
             callback(JoinResult(ErrorCode.invalid_group_id, member_id))
             return
@@ -476,6 +482,9 @@ class GroupCoordinator:
     def handle_sync_group(self, group_id: str, generation_id: int, member_id: str,
                           assignments: dict[str, bytes], callback: Callable[[ErrorCode, bytes], None],
                           group_instance_id: str | None = None) -> None:
+        if group_instance_id is not None and not self.config.static_membership:
+            callback(ErrorCode.unsupported_version, b"")
+            return
         error = self.coordinator_error(group_id) if group_id else ErrorCode.invalid_group_id
         group = self.groups.get(group_id)
         if error is None:
@@ -540,6 +549,8 @@ class GroupCoordinator:
 
     def handle_heartbeat(self, group_id: str, member_id: str, generation_id: int,
                          group_instance_id: str | None = None) -> ErrorCode:
+        if group_instance_id is not None and not self.config.static_membership:
+            return ErrorCode.unsupported_version
         error = self.coordinator_error(group_id)
         if error is not None:
             return error
@@ -632,6 +643,9 @@ class GroupCoordinator:
         def all_(error: ErrorCode) -> None:
             callback(dict.fromkeys(offsets, error))
 
+        if group_instance_id is not None and not self.config.static_membership:
+            all_(ErrorCode.unsupported_version)
+            return
         error = self.coordinator_error(group_id) if group_id else ErrorCode.invalid_group_id
         if error is not None:
             all_(error)

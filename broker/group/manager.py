@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 
 from kio.schema.errors import ErrorCode
 
+from broker.config import protocol_at_least
 from broker.group.coordinator import Entry, GroupConfig, GroupCoordinator
 from broker.group.metadata import GroupMetadata
 from broker.log.record_batch import HEADER_SIZE, parse_header
@@ -33,7 +34,8 @@ def group_config(config) -> GroupConfig:
                        min_session_timeout_ms=config.group_min_session_timeout_ms,
                        max_session_timeout_ms=config.group_max_session_timeout_ms,
                        initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
-                       offset_metadata_max_bytes=config.offset_metadata_max_bytes)
+                       offset_metadata_max_bytes=config.offset_metadata_max_bytes,
+                       static_membership=protocol_at_least(config.inter_broker_protocol_version, (2, 3)))
 
 
 def _field(buf: bytes, position: int) -> tuple[bytes | None, int]:

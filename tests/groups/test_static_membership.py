@@ -5,6 +5,8 @@ record keeps their instance ids across a coordinator failover."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from kio.schema.errors import ErrorCode
 
 from broker.group import records as rec
@@ -163,3 +165,28 @@ def test_a_new_coordinator_keeps_static_members_and_their_rejoin_needs_no_rebala
     (answer,) = join(other, "inst-b")
     assert answer.error == ErrorCode.none and answer.generation_id == generation
     assert sync(other, answer.member_id, generation, instance="inst-b") == [(ErrorCode.none, b"B")]
+
+
+def test_below_inter_broker_protocol_2_3_an_instance_id_is_unsupported_version():
+    h = Harness()
+    h.coordinator.config = dataclasses.replace(h.coordinator.config, static_membership=False)
+    (answer,) = join(h, "inst-a")
+    assert (answer.error, answer.member_id) == (ErrorCode.unsupported_version, "")
+    assert sync(h, "m", 1, instance="inst-a") == [(ErrorCode.unsupported_version, b"")]
+    assert h.coordinator.handle_heartbeat(GROUP, "m", 1, "inst-a") == ErrorCode.unsupported_version
+    commits: list = []
+    h.coordinator.handle_commit_offsets(GROUP, "m", 1, {("t", 0): OffsetAndMetadata(1)}, commits.append, "inst-a")
+    assert commits == [{("t", 0): ErrorCode.unsupported_version}]
+    assert join(h, None)[0].error == ErrorCode.member_id_required  # dynamic members are unaffected
+
+
+def test_static_membership_follows_the_inter_broker_protocol_version():
+    from broker.config import KafkaConfig
+    from broker.group.manager import group_config
+
+    def config(**extra: str) -> KafkaConfig:
+        return KafkaConfig(**{"broker.id": 1, "zookeeper.connect": "127.0.0.1:2181", **extra})
+
+    assert group_config(config()).static_membership
+    assert group_config(config(**{"inter.broker.protocol.version": "2.3"})).static_membership
+    assert not group_config(config(**{"inter.broker.protocol.version": "2.2-IV1"})).static_membership
