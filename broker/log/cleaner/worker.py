@@ -10,8 +10,10 @@ segments (SCM_RIGHTS over a socketpair: a segment renamed or deleted meanwhile s
 ``.cleaned`` files, and answers with what it wrote; the broker opens them and swaps them in.
 
 The worker ends with its broker: when idle it waits on the socket, and during a cleaning it looks at the socket at
-every batch, so the broker's end closing (a stop, an exit, a kill -9) ends it, removing the ``.cleaned`` files it was
-writing; Linux's parent-death signal (PR_SET_PDEATHSIG) backs that up. A message during a cleaning stops it.
+every batch (and while throttled), so the broker's end closing (its shutdown, or a kill -9) ends it; in the middle of
+a cleaning it then exits at once, as the broker did, and the broker's next load deletes the ``.cleaned`` files, as
+after any crash. Linux's parent-death signal (PR_SET_PDEATHSIG) backs that up. A "stop" message during a cleaning
+(the broker stopping) aborts it: the worker removes its ``.cleaned`` files and answers.
 
 Wire format, both ways: 12-byte header (payload length, number of descriptors), a pickled tuple, then the
 descriptors in chunks, each with a one-byte message.
@@ -221,7 +223,7 @@ class _StopWatch:
 
     def __init__(self, sock: socket.socket) -> None:
         self._sock = sock
-        self.stopped = self.parent_gone = False
+        self.stopped = False
 
     def __call__(self) -> bool:
         if not self.stopped and select.select([self._sock], [], [], 0)[0]:
@@ -234,7 +236,8 @@ class _StopWatch:
             _, fds = receive_message(self._sock)  # only "stop" or "exit" come during a cleaning
             _close_all(fds)
         except (EOFError, OSError):
-            self.parent_gone = True
+            # the broker is gone (kill -9): end at once, as it did, leaving the .cleaned files to its next load
+            os._exit(1)
 
     def sleep(self, seconds: float) -> None:
         """The throttler's sleep: cut short by a message."""
@@ -274,8 +277,6 @@ def serve(sock: socket.socket, name: str, settings: dict) -> None:
             reply = ("error", type(exc).__name__, str(exc), traceback.format_exc())
         finally:
             _close_all(fds)
-        if stop.parent_gone:
-            return
         send_message(sock, reply)
 
 
