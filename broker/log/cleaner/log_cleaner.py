@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
@@ -116,11 +117,13 @@ class LogCleaner:
                     await asyncio.wait_for(self._wake.wait(), self.config.backoff_ms / 1000)
 
     async def _clean_filthiest(self, run: Callable[[CleaningPlan, int], CleaningResult | None], index: int) -> bool:
+        started = time.perf_counter()
         grabbed = self.manager.grab_filthiest()
         if grabbed is None:
             return False
         opened, candidate = grabbed
         plan = self.manager.plan(opened, candidate)
+        on_loop_s = time.perf_counter() - started
         assert self._executor is not None
         try:
             if not self._in_process:
@@ -141,15 +144,17 @@ class LogCleaner:
                           opened.topic, opened.partition)
             self.manager.failed(opened, plan)
             return False
+        started = time.perf_counter()
         report = self.manager.done_cleaning(opened, plan, result)
+        on_loop_s += time.perf_counter() - started
         if report is None:
             return False
         self.cleanings += 1
         log.info("%s-%d: cleaned offsets [%d, %d): %d segments (%d bytes) into %d (%d bytes), %d of %d records kept, "
-                 "%d keys, %.0f ms (in process %d)", report.topic, report.partition, report.first_dirty_offset,
-                 report.end_offset, report.segments_before, report.bytes_before, report.segments_after,
-                 report.bytes_after, report.records_kept, report.records_read, report.keys, report.duration_ms,
-                 report.cleaner_pid)
+                 "%d keys, %.0f ms in process %d; choice, plan and swap on the loop %.1f ms", report.topic,
+                 report.partition, report.first_dirty_offset, report.end_offset, report.segments_before,
+                 report.bytes_before, report.segments_after, report.bytes_after, report.records_kept,
+                 report.records_read, report.keys, report.duration_ms, report.cleaner_pid, on_loop_s * 1000)
         self._on_cleaned(report)
         return True
 

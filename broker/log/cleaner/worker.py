@@ -44,7 +44,8 @@ from broker.log.cleaner.throttler import Throttler
 
 log = logging.getLogger(__name__)
 
-NICENESS = 10  # added to the broker's: the scheduler gives the worker about a tenth of a CPU the broker wants too
+NICENESS = 10  # a weight of 110 against a nice-0 process's 1024: about a tenth of a CPU the broker wants too
+AUTOGROUP = "/proc/self/autogroup"
 HEADER = struct.Struct(">QI")
 FDS_PER_MESSAGE = 200  # the kernel takes at most 253 (SCM_MAX_FD) in one message
 PR_SET_PDEATHSIG = 1
@@ -137,7 +138,8 @@ class CleanerProcess:
             self._process = subprocess.Popen(
                 [sys.executable, "-m", "broker.log.cleaner.worker", str(theirs.fileno()), str(os.getpid()),
                  self.name, json.dumps(self._settings)],
-                pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, close_fds=True)
+                pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, close_fds=True,
+                start_new_session=True)  # an autogroup of its own, see _lower_priority
         except BaseException:
             ours.close()
             raise
@@ -253,6 +255,15 @@ def _die_with_parent(parent_pid: int) -> None:
         os._exit(1)
 
 
+def _lower_priority() -> None:
+    """Nice the worker, and its autogroup: with Linux's autogroup scheduling (the default on desktops and many
+    servers), a nice value only weighs against processes of the same session, and every session (each broker is
+    one) gets an equal share; so the worker runs in a session of its own whose autogroup is niced too."""
+    os.nice(NICENESS)
+    with contextlib.suppress(OSError), open(AUTOGROUP, "w") as autogroup:
+        autogroup.write(str(NICENESS))
+
+
 def serve(sock: socket.socket, name: str, settings: dict) -> None:
     offset_map = OffsetMap(settings["map_memory"], settings["load_factor"])
     while True:
@@ -283,7 +294,7 @@ def serve(sock: socket.socket, name: str, settings: dict) -> None:
 def main(argv: Sequence[str]) -> int:
     fd, parent_pid, name, settings = int(argv[0]), int(argv[1]), argv[2], json.loads(argv[3])
     _die_with_parent(parent_pid)
-    os.nice(NICENESS)
+    _lower_priority()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C in the broker's terminal is the broker's to handle
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format=f"%(asctime)s %(levelname)s [{name} pid {os.getpid()}] %(name)s: %(message)s")
