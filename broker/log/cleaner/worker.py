@@ -27,6 +27,7 @@ import json
 import logging
 import os
 import pickle
+import resource
 import select
 import signal
 import socket
@@ -295,6 +296,9 @@ def main(argv: Sequence[str]) -> int:
     fd, parent_pid, name, settings = int(argv[0]), int(argv[1]), argv[2], json.loads(argv[3])
     _die_with_parent(parent_pid)
     _lower_priority()
+    with contextlib.suppress(ValueError, OSError):  # a cleaning receives a descriptor for every segment of its log
+        hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C in the broker's terminal is the broker's to handle
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format=f"%(asctime)s %(levelname)s [{name} pid {os.getpid()}] %(name)s: %(message)s")
