@@ -112,7 +112,7 @@ class CleanerProcess:
     """One worker process, seen from the broker: started on the first :meth:`clean`, one cleaning at a time.
 
     :meth:`clean` blocks (a cleaner thread calls it; the thread only waits on the socket, it holds no GIL).
-    :meth:`stop_cleaning` may be called from any thread; :meth:`close` ends the process by its own PID.
+    :meth:`stop` may be called from any thread; :meth:`close` ends the process by its own PID.
     """
 
     def __init__(self, name: str, map_memory: int, load_factor: float, bytes_per_second: float) -> None:
