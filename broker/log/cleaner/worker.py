@@ -38,10 +38,13 @@ import threading
 import time
 import traceback
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from broker.log.cleaner.cleaner import CleaningAborted, CleaningPlan, CleaningResult, clean_job
-from broker.log.cleaner.offset_map import OffsetMap
-from broker.log.cleaner.throttler import Throttler
+if TYPE_CHECKING:
+    from broker.log.cleaner.cleaner import CleaningPlan, CleaningResult
+
+# Only the standard library at the top: the worker lowers its priority before it imports the cleaner (half a CPU
+# second of imports, kio's schemas among them), so its start does not compete with the brokers either.
 
 log = logging.getLogger(__name__)
 
@@ -151,6 +154,8 @@ class CleanerProcess:
 
     def clean(self, plan: CleaningPlan, now_ms: int) -> CleaningResult | None:
         """Run the cleaning in the worker; the result's ``.cleaned`` segments are opened here, for the swap."""
+        from broker.log.cleaner.cleaner import CleaningAborted
+
         self.start()
         sock = self._sock
         assert sock is not None
@@ -266,6 +271,10 @@ def _lower_priority() -> None:
 
 
 def serve(sock: socket.socket, name: str, settings: dict) -> None:
+    from broker.log.cleaner.cleaner import CleaningAborted, clean_job
+    from broker.log.cleaner.offset_map import OffsetMap
+    from broker.log.cleaner.throttler import Throttler
+
     offset_map = OffsetMap(settings["map_memory"], settings["load_factor"])
     while True:
         try:
