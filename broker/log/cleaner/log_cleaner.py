@@ -125,9 +125,14 @@ class LogCleaner:
         plan = self.manager.plan(opened, candidate)
         plan_s = time.perf_counter() - started
         assert self._executor is not None
-        try:
-            if not self._in_process:
+        if not self._in_process:
+            try:
                 self.processes[index].start()  # here, on the loop's thread: the worker dies with it
+            except OSError:  # no fault of the log's: not marked uncleanable, tried again after the backoff
+                log.exception("log cleaner %d cannot start its worker process", index)
+                self.manager.abandoned(opened, plan)
+                return False
+        try:
             now_ms = self._clock()
             result = await asyncio.get_running_loop().run_in_executor(self._executor, lambda: run(plan, now_ms))
         except CleaningAborted:
