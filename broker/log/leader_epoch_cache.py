@@ -20,8 +20,8 @@ class LeaderEpochFileCache:
     ``log_end_offset`` is read when answering for the latest epoch, as Kafka's cache reads the log's.
     The truncation *policies* that use this cache (KIP-101/279) live with the replica fetcher.
 
-    Persisting: a truncation writes the checkpoint at once. An ``assign`` that only adds an epoch at the end
-    (a new leader's epoch, the first batch of an epoch) may be handed to ``defer`` (Kafka 3.7, KAFKA-15046):
+    Persisting: a truncation writes the checkpoint at once. An ``assign`` of a newer epoch (a new leader's
+    epoch, the first batch of an epoch) may be handed to ``defer`` (Kafka 3.7, KAFKA-15046):
     the file is then written later, off the loop, by the log's checkpoint flusher. That is safe because the
     entry is rebuilt if a crash loses it: recovery re-reads the epochs of every batch above the recovery point,
     and ``flush_pending`` runs before the recovery point moves (``Log.flush``); an epoch with no batch yet,
@@ -75,13 +75,18 @@ class LeaderEpochFileCache:
             latest = self._entries[-1]
             if epoch == latest.epoch and start_offset >= latest.start_offset:
                 return False
-        dropped = False
+        # An entry of an older epoch starting at or after the new one (an empty epoch: a new leader's at its LEO
+        # is replaced at that same offset by the next leader's) is dropped by recovery too, when it meets the
+        # newer epoch's batch: such a change may be deferred. Dropping a newer epoch is a truncation.
+        epoch_went_back = False
         while self._entries and (self._entries[-1].epoch >= epoch or self._entries[-1].start_offset >= start_offset):
             removed = self._entries.pop()
-            dropped = True
-            log.info("leader epoch cache: dropped %s, superseded by epoch %d at %d", removed, epoch, start_offset)
+            epoch_went_back = epoch_went_back or removed.epoch >= epoch
+            # every new leader of an empty partition does it: a line per partition, hundreds per LeaderAndIsr
+            log.log(logging.INFO if removed.epoch >= epoch else logging.DEBUG,
+                    "leader epoch cache: dropped %s, superseded by epoch %d at %d", removed, epoch, start_offset)
         self._entries.append(EpochEntry(epoch, start_offset))
-        if dropped:
+        if epoch_went_back:
             self._flush()  # a truncation: written at once
         else:
             self._generation += 1

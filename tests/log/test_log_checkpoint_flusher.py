@@ -50,6 +50,27 @@ def test_assigns_on_the_loop_are_written_later_in_one_batch(tmp_path: Path):
     flusher.close()
 
 
+def test_a_newer_epoch_replacing_an_empty_one_is_deferred_an_older_one_is_written_at_once(tmp_path: Path):
+    path = tmp_path / "p"
+    flusher = CheckpointFlusher()
+
+    async def scenario() -> None:
+        cache = deferred_cache(path, flusher)
+        cache.assign(0, 0)
+        await flusher.drain()
+        cache.assign(1, 0)  # the next leader of an empty partition: (0, 0) replaced at the same offset
+        assert cache.has_pending_write
+        assert LeaderEpochCheckpointFile(path).read() == [EpochEntry(0, 0)]
+        await flusher.drain()
+        assert LeaderEpochCheckpointFile(path).read() == [EpochEntry(1, 0)]
+        cache.assign(0, 0)  # an epoch going back drops a newer one: a truncation, written now
+        assert not cache.has_pending_write
+        assert LeaderEpochCheckpointFile(path).read() == [EpochEntry(0, 0)]
+
+    asyncio.run(scenario())
+    flusher.close()
+
+
 def test_without_a_running_loop_the_change_is_written_at_once(tmp_path: Path):
     flusher = CheckpointFlusher()
     cache = deferred_cache(tmp_path / "p", flusher)
