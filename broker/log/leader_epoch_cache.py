@@ -7,6 +7,7 @@ import threading
 from collections.abc import Callable
 
 from broker.log.checkpoint import EpochEntry, LeaderEpochCheckpointFile
+from broker.log.checkpoint_flusher import PendingWrite
 
 log = logging.getLogger(__name__)
 
@@ -146,12 +147,26 @@ class LeaderEpochFileCache:
     def has_pending_write(self) -> bool:
         return self._checkpoint is not None and not self._closed and self._written < self._generation
 
-    def take_pending_write(self) -> Callable[[], None] | None:
-        """On the loop: the pending content as a write another thread may run, or None if the file is current."""
+    def take_pending_write(self) -> PendingWrite | None:
+        """On the loop: the pending content, for another thread to write, or None if the file is current."""
         if not self.has_pending_write:
             return None
-        generation, entries = self._generation, list(self._entries)
-        return lambda: self._write(generation, entries)
+        assert self._checkpoint is not None
+        generation = self._generation
+        return PendingWrite(self._checkpoint.path, self._checkpoint.render(self._entries),
+                            lambda: self._begin_write(generation), lambda ok: self._end_write(generation, ok))
+
+    def _begin_write(self, generation: int) -> bool:
+        self._write_lock.acquire()
+        if self._closed or generation <= self._written:
+            self._write_lock.release()
+            return False
+        return True
+
+    def _end_write(self, generation: int, ok: bool) -> None:
+        if ok:
+            self._written = generation
+        self._write_lock.release()
 
     def flush_pending(self) -> None:
         """Writes a deferred change now (before the recovery point moves, at a clean shutdown)."""

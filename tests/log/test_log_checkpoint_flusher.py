@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from broker.log.checkpoint import LEADER_EPOCH_CHECKPOINT, EpochEntry, LeaderEpochCheckpointFile
-from broker.log.checkpoint_flusher import CheckpointFlusher, Deferred
+from broker.log import checkpoint
+from broker.log.checkpoint_flusher import CheckpointFlusher, Deferred, write_batch
 from broker.log.config import LogConfig
 from broker.log.leader_epoch_cache import LeaderEpochFileCache
 from broker.log.log import Log
@@ -92,8 +93,8 @@ def test_a_truncation_is_written_at_once_and_an_older_deferred_content_never_rep
         cache.truncate_from_end(50)  # written now: [(1, 0)]
         assert LeaderEpochCheckpointFile(path).read() == [EpochEntry(1, 0)]
         # the deferred writes of older generations arrive late, in a thread: both are dropped
-        await asyncio.to_thread(newer_write)
-        await asyncio.to_thread(stale_write)
+        assert await asyncio.to_thread(write_batch, [newer_write]) == 0
+        assert await asyncio.to_thread(write_batch, [stale_write]) == 0
         assert LeaderEpochCheckpointFile(path).read() == [EpochEntry(1, 0)]
         await flusher.drain()
         assert LeaderEpochCheckpointFile(path).read() == [EpochEntry(1, 0)]
@@ -102,45 +103,54 @@ def test_a_truncation_is_written_at_once_and_an_older_deferred_content_never_rep
     flusher.close()
 
 
-def test_a_crash_mid_write_leaves_the_old_file_or_the_new_one(tmp_path: Path, monkeypatch):
-    path = tmp_path / "p"
-    LeaderEpochCheckpointFile(path).write([EpochEntry(1, 0)])
-    flusher = CheckpointFlusher()
-    crash_at = {"step": None}
-    real_replace, real_fsync = os.replace, os.fsync
+@pytest.mark.parametrize("syncfs", [True, False], ids=["syncfs", "fsync-per-file"])
+def test_a_crash_mid_batch_leaves_each_file_old_or_new(tmp_path: Path, monkeypatch, syncfs: bool):
+    paths = [tmp_path / f"p{i}" / LEADER_EPOCH_CHECKPOINT for i in range(3)]
+    old, new = [EpochEntry(1, 0)], [EpochEntry(1, 0), EpochEntry(2, 10)]
+    real_replace, real_syncfs, real_fsync = os.replace, checkpoint._syncfs, os.fsync
+    crash = {"at": None, "renames": 0}
 
     class Crash(BaseException):
         pass
 
     def replace(src, dst):
-        if crash_at["step"] == "before rename":
+        if crash["at"] == "mid renames" and crash["renames"] == 1:
             raise Crash
         real_replace(src, dst)
-        if crash_at["step"] == "after rename":
+        crash["renames"] += 1
+
+    def sync(directory):
+        if crash["at"] == "syncing the tmp files":
             raise Crash
+        return real_syncfs(directory) if syncfs else False
 
     def fsync(fd):
-        if crash_at["step"] == "mid tmp":
+        if crash["at"] == "syncing the tmp files":
             raise Crash
         real_fsync(fd)
 
     monkeypatch.setattr(os, "replace", replace)
     monkeypatch.setattr(os, "fsync", fsync)
-    for step, expected in [("mid tmp", [EpochEntry(1, 0)]), ("before rename", [EpochEntry(1, 0)]),
-                           ("after rename", [EpochEntry(1, 0), EpochEntry(2, 10)])]:
-        LeaderEpochCheckpointFile(path).write([EpochEntry(1, 0)])
-        crash_at["step"] = None
-        cache = LeaderEpochFileCache.load(LeaderEpochCheckpointFile(path), lambda: 0)
-        cache.defer = lambda _: True  # held pending; the test runs the write itself
-        cache.assign(2, 10)
-        write = cache.take_pending_write()
-        crash_at["step"] = step
-        with pytest.raises(Crash):
-            write()
-        crash_at["step"] = None
-        # what a restart reads: a whole file, old or new (a leftover .tmp is not read)
-        assert LeaderEpochCheckpointFile(path).read() == expected, step
-    flusher.close()
+    monkeypatch.setattr(checkpoint, "_syncfs", sync)
+    for at, expected in [("syncing the tmp files", [old, old, old]), ("mid renames", [new, old, old]),
+                         (None, [new, new, new])]:
+        writes = []
+        for path in paths:
+            path.parent.mkdir(exist_ok=True)
+            LeaderEpochCheckpointFile(path).write(old)
+            cache = LeaderEpochFileCache.load(LeaderEpochCheckpointFile(path), lambda: 0)
+            cache.defer = lambda _: True  # held pending; the test runs the batch itself
+            cache.assign(2, 10)
+            writes.append(cache.take_pending_write())
+        crash.update(at=at, renames=0)
+        if at is None:
+            assert write_batch(writes) == 3
+        else:
+            with pytest.raises(Crash):
+                write_batch(writes)
+        crash["at"] = None
+        # what a restart reads: whole files, each old or new (a leftover .tmp is not read)
+        assert [LeaderEpochCheckpointFile(p).read() for p in paths] == expected, at
 
 
 def test_a_write_failing_in_the_thread_is_reported_on_the_loop(tmp_path: Path):
