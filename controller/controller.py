@@ -666,9 +666,16 @@ class KafkaController:
         # leaders' ISR changes since are told by their notifications. Every write is a compare-and-set on the version
         # in that view, so a stale one is refused, re-read and decided again (_perform), never applied.
         await self._refresh_partitions([tp for tp in replicated if tp not in ctx.leadership])
-        await self._perform(batch, lambda tps: psm.elect(ctx, tps, psm.CONTROLLED_SHUTDOWN),
-                            rsm.still_led_by(ctx, broker, replicated), refresh=False)
-        await self._perform(batch, lambda tps: rsm.shutdown_followers(ctx, broker, tps), replicated, refresh=False)
+        led = rsm.still_led_by(ctx, broker, replicated)
+        led_set = set(led)
+        # The elections of the partitions it leads and the ISR removals of those it follows touch different
+        # partitions: their writes go out together. Then the partitions just moved, which it now follows, go through
+        # the second step too (their ISR lost it in the election: a StopReplica, no write).
+        await asyncio.gather(
+            self._perform(batch, lambda tps: psm.elect(ctx, tps, psm.CONTROLLED_SHUTDOWN), led, refresh=False),
+            self._perform(batch, lambda tps: rsm.shutdown_followers(ctx, broker, tps),
+                          [tp for tp in replicated if tp not in led_set], refresh=False))
+        await self._perform(batch, lambda tps: rsm.shutdown_followers(ctx, broker, tps), led, refresh=False)
         sent = batch.send()
         event.applying.extend(f for b, futures in sent.items() if b != broker for f in futures)
         remaining = rsm.still_led_by(ctx, broker, replicated)
