@@ -15,6 +15,7 @@ from typing import Any, NamedTuple, TypeVar
 from kio.schema.errors import ErrorCode
 
 from broker.log.cleaner.batch_filter import CodecUnavailable, keys_of
+from broker.log.checkpoint_flusher import CheckpointFlusher, Deferred
 from broker.log.checkpoint import (
     LEADER_EPOCH_CHECKPOINT,
     LeaderEpochCheckpointFile,
@@ -25,6 +26,7 @@ from broker.log.config import LogConfig, TimestampType
 from broker.log.errors import (
     CorruptCheckpointError,
     InvalidRecordBatchError,
+    KafkaStorageError,
     OffsetOutOfRangeError,
     UnexpectedAppendOffsetError,
 )
@@ -178,8 +180,11 @@ class Log:
         recovery_point: int = 0,
         had_clean_shutdown: bool = False,
         log_dir_failure_channel: LogDirFailureChannel | None = None,
+        checkpoint_flusher: CheckpointFlusher | None = None,
     ) -> Log:
-        """Open (or create) the partition directory; recover it if the last shutdown was not clean."""
+        """Open (or create) the partition directory; recover it if the last shutdown was not clean.
+        ``checkpoint_flusher``: where the leader-epoch checkpoint's deferred writes go (see LeaderEpochFileCache);
+        without one every change is written at once."""
         parse_topic_partition(directory.name)
         directory.mkdir(parents=True, exist_ok=True)
         now = clock()
@@ -242,7 +247,24 @@ class Log:
         epochs.truncate_from_start(log_start_offset)
         if config.simulate_unflushed_loss and not had_clean_shutdown:
             instance._lose_unflushed_tail()
+        if checkpoint_flusher is not None:
+            instance._defer_epoch_checkpoints(checkpoint_flusher)
         return instance
+
+    def _defer_epoch_checkpoints(self, flusher: CheckpointFlusher) -> None:
+        cache = self.leader_epoch_cache
+        deferred = Deferred(take=cache.take_pending_write, on_error=self._epoch_checkpoint_failed)
+        cache.defer = lambda _: flusher.schedule(cache, deferred)
+
+    def _epoch_checkpoint_failed(self, error: OSError) -> None:
+        """A deferred write failed in the flusher's thread: the same as a write failing here."""
+        try:
+            with self.log_dir_failure_channel.guard(
+                    self.log_dir, f"Error while writing the leader epoch checkpoint of {self.topic}-{self.partition}"
+                                  f" in dir {self.log_dir}"):
+                raise error
+        except KafkaStorageError as exc:
+            log.error("%s", exc)
 
     def _lose_unflushed_tail(self) -> None:
         # The flushed-offset file is rewritten at every flush and truncation, so it is never older
@@ -681,7 +703,10 @@ class Log:
 
     @_storage_guarded("flushing")
     def flush(self, offset: int | None = None) -> None:
-        """fsync every segment holding offsets in [recovery point, offset); advance the recovery point."""
+        """fsync every segment holding offsets in [recovery point, offset); advance the recovery point.
+        A deferred leader-epoch checkpoint is written first: recovery rebuilds epochs only above the recovery
+        point."""
+        self.leader_epoch_cache.flush_pending()
         target = self._log_end_offset if offset is None else min(offset, self._log_end_offset)
         if target <= self._recovery_point:
             return
@@ -723,6 +748,7 @@ class Log:
 
     def delete(self) -> None:
         """Remove the partition directory (the replica is gone from this broker)."""
+        self.leader_epoch_cache.close()
         self.close()
         shutil.rmtree(self.directory, ignore_errors=True)
 

@@ -17,6 +17,7 @@ from broker.metrics.snapshot import BrokerSnapshot
 
 log = logging.getLogger(__name__)
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+POLL_INTERVAL_S = 0.05
 
 
 class MetricsBindError(RuntimeError):
@@ -69,7 +70,10 @@ class MetricsServer:
             raise MetricsBindError(
                 f"kafkasim.metrics.port={self.port} cannot bind {self.host}:{self.port}: {exc.strerror}; stop what "
                 "holds the port, choose another kafkasim.metrics.port, or set it to 0 to serve no metrics") from None
-        self._thread = threading.Thread(target=self._server.serve_forever, name="metrics-http", daemon=True)
+        # serve_forever looks at its shutdown flag once per poll: at the default 0.5 s a broker's stop waited for
+        # it up to half a second
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": POLL_INTERVAL_S},
+                                        name="metrics-http", daemon=True)
         self._thread.start()
 
     def stop(self) -> None:

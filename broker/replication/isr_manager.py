@@ -1,6 +1,12 @@
 """Writes a leader's ISR changes to ZooKeeper the Kafka 2.x way: a compare-and-set of the partition state
 znode on the version the leader last saw, then, batched, an /isr_change_notification/isr_change_<seq>
-znode that tells the controller to refresh and broadcast the new ISR."""
+znode that tells the controller to refresh and broadcast the new ISR.
+
+The proposals made in one turn of the loop (a fetch answer's expands, an isr-expiration pass's shrinks, a
+thousand after a broker's restart or a leadership move) are written together: multi-ops of up to
+``CHUNK`` compare-and-sets, a few in flight, as the controller writes its own (``controller/zk_writes.py``).
+A multi is all or nothing: when one of its partitions lost a version race, each is written again on its own,
+so only that one is refused, re-read and left to the controller."""
 
 from __future__ import annotations
 
@@ -17,7 +23,7 @@ from broker.replication.replica_manager import ReplicaIO, TopicPartition
 from broker.replication.replication_tracing import replica_lags
 from traces import events as te
 from traces.writer import TraceWriter
-from zk.client import ZkClient
+from zk.client import MultiOpError, SetDataOp, ZkClient, ZnodeStat
 from zk.znodes import (
     IsrChangeNotificationZNode,
     LeaderIsrAndControllerEpoch,
@@ -26,6 +32,8 @@ from zk.znodes import (
 )
 
 log = logging.getLogger(__name__)
+CHUNK = 100        # compare-and-sets per multi-op
+MAX_IN_FLIGHT = 5  # multi-ops at once
 
 
 class IsrChangeManager:
@@ -43,6 +51,9 @@ class IsrChangeManager:
         self._last_propagation_ms = 0
         self._tasks: set[asyncio.Task] = set()
         self._propagator: asyncio.Task | None = None
+        self._queued: list[IsrProposal] = []
+        self._writer: asyncio.Task | None = None
+        self.multi_writes = 0  # multi-ops written (tests, logs)
 
     def start(self) -> None:
         self._last_propagation_ms = self.now_ms()
@@ -56,17 +67,70 @@ class IsrChangeManager:
                     await task
 
     def submit(self, proposal: IsrProposal) -> None:
-        task = asyncio.get_running_loop().create_task(self._write(proposal))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._queued.append(proposal)
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.get_running_loop().create_task(self._write_queued(), name="isr-writes")
+            self._tasks.add(self._writer)
+            self._writer.add_done_callback(self._tasks.discard)
+
+    async def drain(self) -> None:
+        """Until every proposal submitted so far is written or refused."""
+        while self._writer is not None and not self._writer.done():
+            await asyncio.shield(self._writer)
+
+    async def _write_queued(self) -> None:
+        await asyncio.sleep(0)  # the rest of this turn's proposals join the batch
+        limit = asyncio.Semaphore(MAX_IN_FLIGHT)
+
+        async def chunk(proposals: list[IsrProposal]) -> None:
+            async with limit:
+                await self._write_chunk(proposals)
+
+        while self._queued:
+            queued, self._queued = self._queued, []
+            batch: dict[tuple[str, int], IsrProposal] = {}
+            for proposal in queued:
+                tp = (proposal.topic, proposal.partition)
+                if tp in batch:
+                    self._queued.append(proposal)  # one znode twice in a multi cannot be: the next batch
+                else:
+                    batch[tp] = proposal
+            proposals = list(batch.values())
+            await asyncio.gather(*(chunk(proposals[i:i + CHUNK]) for i in range(0, len(proposals), CHUNK)))
+
+    async def _write_chunk(self, proposals: list[IsrProposal]) -> None:
+        if len(proposals) == 1:
+            await self._write(proposals[0])
+            return
+        ops = [SetDataOp(TopicPartitionStateZNode.path(p.topic, p.partition),
+                         TopicPartitionStateZNode.encode(_state(p)), p.zk_version) for p in proposals]
+        try:
+            stats = await self.zk.multi(ops)
+        except MultiOpError as exc:
+            if isinstance(exc.cause, (BadVersionError, NoNodeError)):
+                # one of them lost a race (the controller wrote first): each on its own, so only it is refused
+                await asyncio.gather(*(self._write(p) for p in proposals))
+                return
+            self._all_failed(proposals, exc.cause)
+            return
+        except Exception as exc:
+            self._all_failed(proposals, exc)
+            return
+        self.multi_writes += 1
+        for proposal, stat in zip(proposals, stats, strict=True):
+            assert isinstance(stat, ZnodeStat)
+            self._committed(proposal, stat)
+
+    def _all_failed(self, proposals: list[IsrProposal], exc: BaseException) -> None:
+        log.error("ISR changes of %d partitions failed (%r); will retry on the next check", len(proposals), exc)
+        for proposal in proposals:
+            self._partition_failed(proposal)
 
     async def _write(self, proposal: IsrProposal) -> None:
         tp = (proposal.topic, proposal.partition)
-        state = LeaderIsrAndControllerEpoch(leader=proposal.leader, leader_epoch=proposal.leader_epoch,
-                                            isr=list(proposal.isr), controller_epoch=proposal.controller_epoch)
         path = TopicPartitionStateZNode.path(*tp)
         try:
-            stat = await self.zk.set(path, TopicPartitionStateZNode.encode(state), proposal.zk_version)
+            stat = await self.zk.set(path, TopicPartitionStateZNode.encode(_state(proposal)), proposal.zk_version)
         except (BadVersionError, NoNodeError):
             self.stats.failed_updates += 1
             await self._obey_zookeeper(proposal)
@@ -75,6 +139,10 @@ class IsrChangeManager:
             log.exception("ISR change of %s-%d to %s failed; will retry on the next check", *tp, list(proposal.isr))
             self._partition_failed(proposal)
             return
+        self._committed(proposal, stat)
+
+    def _committed(self, proposal: IsrProposal, stat: ZnodeStat) -> None:
+        tp = (proposal.topic, proposal.partition)
         partition = self.replica_io.hosted.get(tp)
         if partition is None:
             return
@@ -142,3 +210,8 @@ class IsrChangeManager:
         await self.zk.create(IsrChangeNotificationZNode.prefix, IsrChangeNotificationZNode.encode(changed),
                              sequence=True)
         self._last_propagation_ms = now
+
+
+def _state(proposal: IsrProposal) -> LeaderIsrAndControllerEpoch:
+    return LeaderIsrAndControllerEpoch(leader=proposal.leader, leader_epoch=proposal.leader_epoch,
+                                       isr=list(proposal.isr), controller_epoch=proposal.controller_epoch)

@@ -60,6 +60,8 @@ class RoleChangeManager:
         self._cluster_endpoints: dict[int, str] = {}
         replica_manager.on_role_change = self._trace_role
         self._applying: set[asyncio.Task] = set()
+        # set when the broker starts stopping (before its controlled shutdown): it follows no one from then on
+        self.stopping = False
 
     def add_leadership_listener(self, listener: LeadershipListener) -> None:
         self._listeners.append(listener)
@@ -158,7 +160,12 @@ class RoleChangeManager:
             partition.make_leader(leadership, self.now_ms())
         else:
             changed = partition.make_follower(leadership)
-            if changed or self.fetchers.fetch_state(tp) is None:
+            if self.stopping:
+                # The controlled shutdown makes this broker a follower of the partitions it led, then stops them. A
+                # fetcher meanwhile would catch up and be put back into the ISR the controller has just taken it out
+                # of (an ISR write and a notification per partition; Kafka 3.3's KIP-841 refuses it at the controller).
+                self.fetchers.remove(tp)
+            elif changed or self.fetchers.fetch_state(tp) is None:
                 self.fetchers.add(partition)
         self._tell(tp, is_leader)
         self.replica_io.wake(tp, True)  # parked requests re-check: they may be answered NOT_LEADER now

@@ -140,6 +140,9 @@ def test_kill_and_controlled_shutdown_move_every_leader_and_metadata_agrees_with
     exited_s = time.monotonic() - began
     at_exit = zookeeper_states(cluster)
     assert not led_by(at_exit, leaving), f"broker {leaving} still leads {led_by(at_exit, leaving)[:10]} at its exit"
+    # a stopping broker follows no one: the leaders it handed over did not put it back into their ISRs
+    rejoined = [p for p, s in at_exit.items() if s is not None and leaving in s[2]]
+    assert not rejoined, f"broker {leaving} back in the ISR of {len(rejoined)} partitions at its exit: {rejoined[:10]}"
     # The controller answers the shutdown only after the survivors applied the moves: no survivor names the stopped
     # broker as leader once it is gone (Metadata may still trail ZooKeeper's ISR changes that follow its exit).
     for b in (b for b in brokers if b != leaving):
