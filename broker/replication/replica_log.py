@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from typing import Protocol, runtime_checkable
 
 from broker.log.record_batch import BatchHeader
+from broker.log.transactions import AbortedTxn
 
 
 class LogRegion(Protocol):
@@ -57,6 +58,13 @@ class ReplicaLog(Protocol):
 
     def end_offset_for_epoch(self, leader_epoch: int) -> tuple[int, int]:
         """(epoch, end offset) as OffsetsForLeaderEpoch answers (KIP-279)."""
+
+    def first_unstable_offset(self, high_watermark: int) -> int | None:
+        """The first offset of the earliest transaction not yet decided and replicated (None: none); the LSO is
+        this offset when it is below the high watermark, else the high watermark."""
+
+    def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
+        """The aborted transactions overlapping [start, upper bound), from the ``.txnindex`` files."""
 
     def batch_headers(self) -> Iterable[BatchHeader]:
         """Every stored batch's header, oldest first (idempotent producers' state is rebuilt from them)."""

@@ -141,3 +141,9 @@ class InMemoryLog:
 
     def batch_headers(self) -> Iterator[BatchHeader]:
         return iter([header for header, _ in self._batches])
+
+    def first_unstable_offset(self, high_watermark: int) -> int | None:
+        return None  # the in-memory log models no transactions
+
+    def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list:
+        return []
