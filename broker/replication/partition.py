@@ -209,9 +209,12 @@ class Partition:
                                  f"broker {self.local_broker_id} is not the leader of {self.topic}-{self.partition}")
 
     def append_records_to_leader(self, records: bytes, required_acks: int, min_insync_replicas: int,
-                                 now_ms: int) -> AppendInfo | None:
+                                 now_ms: int, *, from_coordinator: bool = False) -> AppendInfo | None:
         self.check_enough_isr(required_acks, min_insync_replicas)
-        info = self.log.append_as_leader(records, self.leader_epoch)
+        if from_coordinator:
+            info = self.log.append_as_leader(records, self.leader_epoch, from_coordinator=True)
+        else:
+            info = self.log.append_as_leader(records, self.leader_epoch)
         if info is not None:
             self._record_producer_batches(records, info.first_offset)
         self.maybe_increment_high_watermark(now_ms)

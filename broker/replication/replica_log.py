@@ -35,8 +35,10 @@ class ReplicaLog(Protocol):
     @property
     def log_end_offset(self) -> int: ...
 
-    def append_as_leader(self, records: bytes | bytearray | memoryview, leader_epoch: int) -> AppendInfo | None:
-        """Validates a producer's batches, assigns offsets from the LEO and ``leader_epoch``."""
+    def append_as_leader(self, records: bytes | bytearray | memoryview, leader_epoch: int, *,
+                         from_coordinator: bool = False) -> AppendInfo | None:
+        """Validates a producer's batches, assigns offsets from the LEO and ``leader_epoch``; a coordinator's
+        transaction markers (``from_coordinator``) skip the client rules, which refuse control batches."""
 
     def check_online(self) -> None:
         """Raises KafkaStorageError if the log's directory is offline (nothing is appended or judged there)."""

@@ -57,7 +57,8 @@ class InMemoryLog:
     def log_end_offset(self) -> int:
         return self._log_end_offset
 
-    def append_as_leader(self, records: bytes | bytearray | memoryview, leader_epoch: int) -> MemoryAppendInfo | None:
+    def append_as_leader(self, records: bytes | bytearray | memoryview, leader_epoch: int, *,
+                         from_coordinator: bool = False) -> MemoryAppendInfo | None:
         batches = split_record_set(records, max_message_bytes=None)
         if not batches:
             return None
