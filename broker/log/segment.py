@@ -104,6 +104,10 @@ class LogSegment:
         """
         if self._indexes_missing:
             raise CorruptIndexError(f"index files of {self.log_path} are missing")
+        try:
+            self.txn_index.sanity_check(self.base_offset)
+        except ValueError as e:
+            raise CorruptIndexError(str(e)) from None
         self.offset_index.load(self.size)
         self.time_index.load()
         if self.time_index.entries > self.offset_index.entries + 1:

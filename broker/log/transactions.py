@@ -197,6 +197,21 @@ class TransactionIndex:
         for position in range(0, len(data) - TXN_INDEX_ENTRY_SIZE + 1, TXN_INDEX_ENTRY_SIZE):
             yield AbortedTxn.decode(data, position)
 
+    def sanity_check(self, base_offset: int) -> None:
+        """Kafka's TransactionIndex.sanityCheck, plus whole entries: raises ValueError for a file that cannot be
+        this segment's index (the segment is then recovered and the index rebuilt)."""
+        try:
+            size = self.path.stat().st_size
+        except FileNotFoundError:
+            self._entries = []
+            return
+        if size % TXN_INDEX_ENTRY_SIZE:
+            raise ValueError(f"{self.path} holds {size} bytes, not whole {TXN_INDEX_ENTRY_SIZE}-byte entries")
+        self._entries = None
+        for entry in self.entries:  # decode checks each version
+            if entry.last_offset < base_offset or entry.first_offset > entry.last_offset:
+                raise ValueError(f"{self.path}: entry {entry} does not belong to the segment at {base_offset}")
+
     def append(self, entry: AbortedTxn) -> None:
         entries = self.entries
         if entries and entry.last_offset <= entries[-1].last_offset:

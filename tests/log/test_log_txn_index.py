@@ -131,3 +131,16 @@ def test_entries_live_in_the_marker_segment_and_go_with_it(tmp_path: Path, clock
     assert log.collect_aborted_transactions(5, 6) == [AbortedTxn(2, 2, 5, 6)]
     log.truncate_fully_and_start_at(10)
     assert not second.exists() and not list(directory.glob("*.txnindex*"))
+
+
+def test_a_damaged_index_fails_the_start_up_check_and_is_rebuilt_after_a_clean_shutdown(tmp_path: Path,
+                                                                                         clock: ManualClock):
+    directory = tmp_path / "t-0"
+    log = Log.open(directory, LogConfig(), clock=clock)
+    two_transactions(log)
+    log.flush()
+    log.close()
+    (directory / TXN_FILE).write_bytes(struct.pack(">hqqqq", 7, 1, 0, 6, 2))  # unknown version
+    log = Log.open(directory, LogConfig(), clock=clock, recovery_point=8, had_clean_shutdown=True)
+    assert (directory / TXN_FILE).read_bytes() == entry_bytes(1, 0, 6, 2)
+    assert log.collect_aborted_transactions(0, 8) == [AbortedTxn(1, 0, 6, 2)]
