@@ -473,7 +473,7 @@ class Log:
         for segment in self._segments[self._segment_index(start_offset):]:
             entries, complete = segment.txn_index.collect(start_offset, upper_bound_offset)
             found.extend(entries)
-            if complete or segment.base_offset >= upper_bound_offset:
+            if complete:  # not before: a transaction begun below the bound may end in any later segment
                 break
         return found
 

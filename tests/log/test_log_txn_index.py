@@ -144,3 +144,15 @@ def test_a_damaged_index_fails_the_start_up_check_and_is_rebuilt_after_a_clean_s
     log = Log.open(directory, LogConfig(), clock=clock, recovery_point=8, had_clean_shutdown=True)
     assert (directory / TXN_FILE).read_bytes() == entry_bytes(1, 0, 6, 2)
     assert log.collect_aborted_transactions(0, 8) == [AbortedTxn(1, 0, 6, 2)]
+
+
+def test_an_abort_in_a_later_segment_is_found_for_a_range_it_overlaps(tmp_path: Path, clock: ManualClock):
+    directory = tmp_path / "t-0"
+    one = txn_batch(1, 0)
+    log = Log.open(directory, LogConfig(segment_bytes=len(one) + 10), clock=clock)
+    log.append_as_leader(one, 0)  # pid 1 at 0-1, segment 0
+    log.append_as_leader(build_batch([Record(b"k", b"v", 1_700_000_000_000)]), 0)  # 2, segment 2
+    log.append_as_leader(end_marker(1, abort=True), 0, from_coordinator=True)  # 3, segment 3
+    assert [s.base_offset for s in log.segments] == [0, 2, 3]
+    # a read of offsets 0-1 (upper bound 2) must still list pid 1, whose abort lies two segments on
+    assert log.collect_aborted_transactions(0, 2) == [AbortedTxn(1, 0, 3, 4)]
