@@ -167,7 +167,11 @@ class Log:
         self._flushed_offset = self._recovery_point
         self.leader_epoch_cache = leader_epoch_cache
         self._txns = TransactionTracker()
-        self._replay_transactions()
+        # replayed from the batches on first use, not at open, so start-up stays as fast as before transactions;
+        # at once when recovery re-validated segments, whose .txnindex is then rebuilt (as Kafka's recovery does)
+        self._txns_loaded = False
+        if any(segment.txn_index_needs_rebuild for segment in segments):
+            self._replay_transactions()
 
     # ----------------------------------------------------------------------------------------- open
 
@@ -400,6 +404,7 @@ class Log:
         segment.append(data, batches)
         self._log_end_offset = last_offset + 1
         if any(header.producer_id >= 0 for _, header in batches):
+            self._ensure_transactions(until=first_offset)  # the batches just written are applied below
             typed = [(header, control_record_type(memoryview(data)[position:position + header.size])
                       if header.is_control else None) for position, header in batches]
             for aborted in self._txns.append(typed):
@@ -430,16 +435,25 @@ class Log:
 
     # ---------------------------------------------------------------------------------- transactions
 
-    def _replay_transactions(self) -> None:
-        """The transactions open and completed in the log, replayed from its batches (Kafka loads a producer
-        snapshot and replays from it; there are no snapshots here). Segments that recovery re-validated get their
-        ``.txnindex`` rebuilt on the way, as Kafka's LogSegment.recover does."""
+    def _ensure_transactions(self, until: int | None = None) -> None:
+        """Replay the log's transactions (below ``until``) unless done since the open or the last truncation."""
+        if not self._txns_loaded:
+            self._replay_transactions(until)
+
+    @_storage_guarded("loading the transactions of")
+    def _replay_transactions(self, until: int | None = None) -> None:
+        """The transactions open and completed in the log, replayed from its batches below ``until`` (default: all;
+        Kafka loads a producer snapshot and replays from it; there are no snapshots here). Segments that recovery
+        re-validated get their ``.txnindex`` rebuilt on the way, as Kafka's LogSegment.recover does."""
         self._txns.clear()
+        self._txns_loaded = True
         for segment in self._segments:
             rebuild = segment.txn_index_needs_rebuild
             if rebuild:
                 segment.txn_index.reset()
             for position, header in scan_batch_headers(segment.fd, 0, segment.size):
+                if until is not None and header.base_offset >= until:
+                    break
                 if header.producer_id < 0:
                     continue
                 control_type = None
@@ -453,6 +467,7 @@ class Log:
     def first_unstable_offset(self, high_watermark: int) -> int | None:
         """The first offset of the earliest transaction open, or decided but with its marker not yet below the
         high watermark (Kafka's ProducerStateManager.firstUnstableOffset); None when there is none."""
+        self._ensure_transactions()
         first = self._txns.first_unstable_offset(high_watermark)
         return None if first is None else max(first, self._log_start_offset)
 
@@ -463,12 +478,14 @@ class Log:
     @property
     def ongoing_transactions(self) -> dict[int, int]:
         """Producer id -> first offset of its open transaction."""
+        self._ensure_transactions()
         return self._txns.ongoing
 
     @_storage_guarded("reading the transaction index of")
     def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
         """Kafka's Log.collectAbortedTransactions: the aborted transactions overlapping [start, upper bound), from
         the ``.txnindex`` of the segment holding ``start_offset`` on, until one entry's LSO reaches the bound."""
+        self._ensure_transactions()
         found: list[AbortedTxn] = []
         for segment in self._segments[self._segment_index(start_offset):]:
             entries, complete = segment.txn_index.collect(start_offset, upper_bound_offset)
@@ -624,7 +641,7 @@ class Log:
         self._log_start_offset = min(self._log_start_offset, self._log_end_offset)
         self._recovery_point = min(self._recovery_point, self._log_end_offset)
         self.leader_epoch_cache.truncate_from_end(self._log_end_offset)
-        self._replay_transactions()
+        self._txns_loaded = False  # the open and decided transactions are replayed again when next needed
         if self.config.simulate_unflushed_loss and self._flushed_offset > self._log_end_offset:
             self._record_flushed_offset(self._log_end_offset)
         self.delete_expired_files()
@@ -713,6 +730,7 @@ class Log:
                              f"consecutive inactive segments {old_segments}")
         # the aborted transactions of the replaced segments stay indexed (the cleaner keeps their markers until the
         # delete horizon; Kafka's CleanedTransactionMetadata indexes those it meets, here all are carried over)
+        self._ensure_transactions()  # the replaced segments' indexes rebuilt first if recovery reset them
         for old in old_segments:
             for entry in old.txn_index.entries:
                 cleaned.txn_index.append(entry)

@@ -48,8 +48,12 @@ def validate_records(records: bytes | None, version: int) -> ProducePartitionSta
                                       error_message="a produce request must carry exactly one record batch per "
                                                     f"partition (batch of {header.size} in {len(records)} bytes)")
     if header.is_control or (header.attributes & TRANSACTIONAL_FLAG and header.producer_id < 0):
-        # LogValidator's client rules, which Kafka applies before the producer's sequence is looked at: markers
-        # are the coordinator's (WriteTxnMarkers), and a transaction belongs to a producer id
+        # LogValidator's client rules, which Kafka applies after the CRC check and before the producer's sequence
+        # is looked at: markers are the coordinator's (WriteTxnMarkers), and a transaction belongs to a producer id
+        try:
+            check_batch_at(records, 0, len(records))
+        except MalformedBatch as exc:
+            return ProducePartitionStatus(exc.error_code, error_message=str(exc))
         what = "a control batch" if header.is_control else "a transactional batch without a producer id"
         return ProducePartitionStatus(ErrorCode.invalid_record, error_message=f"producers may not write {what}")
     if header.compression == ZSTD and version < FIRST_VERSION_WITH_ZSTD:
