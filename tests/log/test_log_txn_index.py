@@ -156,3 +156,21 @@ def test_an_abort_in_a_later_segment_is_found_for_a_range_it_overlaps(tmp_path: 
     assert [s.base_offset for s in log.segments] == [0, 2, 3]
     # a read of offsets 0-1 (upper bound 2) must still list pid 1, whose abort lies two segments on
     assert log.collect_aborted_transactions(0, 2) == [AbortedTxn(1, 0, 3, 4)]
+
+
+def test_the_first_append_after_a_reopen_sees_the_transactions_already_in_the_log(tmp_path: Path,
+                                                                                  clock: ManualClock):
+    directory = tmp_path / "t-0"
+    log = Log.open(directory, LogConfig(), clock=clock)
+    log.append_as_leader(txn_batch(1, 0), 0)  # 0-1
+    log.append_as_leader(txn_batch(2, 0), 0)  # 2-3
+    log.flush()
+    log.close()
+    log = Log.open(directory, LogConfig(), clock=clock, recovery_point=4, had_clean_shutdown=True)
+    log.append_as_leader(end_marker(2, abort=True), 0, from_coordinator=True)  # 4: pid 1 still open from 0
+    assert (directory / TXN_FILE).read_bytes() == entry_bytes(2, 2, 4, 0)
+    log.truncate_to(4)
+    log.append_as_follower(build_end_txn_marker(producer_id=1, producer_epoch=0, abort=True, base_offset=4,
+                                                timestamp=1_700_000_000_000))
+    assert (directory / TXN_FILE).read_bytes() == entry_bytes(1, 0, 4, 2)
+    assert log.ongoing_transactions == {2: 2}
