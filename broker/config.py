@@ -95,6 +95,12 @@ def _supported_version(value: str) -> bool:
     return (major, minor) >= (0, 11) and (major, minor) <= (2, 8)
 
 
+def protocol_at_least(value: str, version: tuple[int, int]) -> bool:
+    """Whether a Kafka version name (as ``_supported_version`` reads them) is at least ``version`` (major, minor)."""
+    match = re.fullmatch(r"(\d+)\.(\d+)(?:\.(\d+))?(?:-IV\d+)?", value.strip())
+    return match is not None and (int(match.group(1)), int(match.group(2))) >= version
+
+
 class KafkaConfig(BaseModel):
     model_config = ConfigDict(frozen=True, populate_by_name=True, extra="allow")
 
@@ -154,6 +160,9 @@ class KafkaConfig(BaseModel):
     offsets_topic_segment_bytes: int = Field(104857600, alias="offsets.topic.segment.bytes", ge=1)
     offsets_commit_timeout_ms: int = Field(5000, alias="offsets.commit.timeout.ms", gt=0)
     offset_metadata_max_bytes: int = Field(4096, alias="offset.metadata.max.bytes", ge=0)
+    # Offset expiry (KIP-211): Kafka accepts at least 1 minute and 1 ms.
+    offsets_retention_minutes: int = Field(10080, alias="offsets.retention.minutes", ge=1)
+    offsets_retention_check_interval_ms: int = Field(600000, alias="offsets.retention.check.interval.ms", ge=1)
     # Which follower truncation rule to replay: high-watermark (before KIP-101), kip-101, kip-279.
     replica_truncation_rule: TruncationRule = Field(TruncationRule.KIP_279, alias="kafkasim.replica.truncation.rule")
     trace_file: str | None = Field(None, alias="kafkasim.trace.file")

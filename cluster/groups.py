@@ -116,7 +116,8 @@ def groups_overview(bootstrap: str, timeout_s: float = 2.0, admin: AdminClient |
             "group": g.group_id, "state": STATE_NAMES.get(d.state.name, d.state.name),
             "coordinator": d.coordinator.id if d.coordinator is not None else None,
             "protocol": d.partition_assignor or None,
-            "members": [{"member_id": m.member_id, "client_id": m.client_id, "host": m.host} for m in d.members],
+            "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id, "client_id": m.client_id,
+                         "host": m.host} for m in d.members],
             "partitions": partitions,
             "lag": sum(p["lag"] for p in partitions if p["lag"] is not None),
         })
@@ -139,8 +140,9 @@ def describe_group(bootstrap: str, group: str) -> int:
           f"{len(description.members)} members")
     if description.members:
         print()
-        _print(_table(["MEMBER", "CLIENT", "HOST", "PARTITIONS"], [
-            [m.member_id, m.client_id, m.host or "-",
+        # INSTANCE: a static member's group.instance.id (KIP-345), "-" for a dynamic one
+        _print(_table(["MEMBER", "INSTANCE", "CLIENT", "HOST", "PARTITIONS"], [
+            [m.member_id, m.group_instance_id or "-", m.client_id, m.host or "-",
              ", ".join(f"{tp.topic}-{tp.partition}" for tp in (m.assignment.topic_partitions if m.assignment
                                                                 else [])) or "-"]
             for m in description.members]))

@@ -6,6 +6,7 @@ owns them, and storing a group or offsets goes through an injected ``append`` th
 from __future__ import annotations
 
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -37,6 +38,9 @@ class GroupConfig:
     max_session_timeout_ms: int = 1800000
     initial_rebalance_delay_ms: int = 3000
     offset_metadata_max_bytes: int = 4096
+    # inter.broker.protocol.version >= 2.3: below, a request with a group.instance.id is UNSUPPORTED_VERSION
+    # (Kafka's KafkaApis: an older coordinator would drop the instance ids when loading the group)
+    static_membership: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +123,7 @@ class DelayedHeartbeat(DelayedOperation):
     def __init__(self, coordinator: GroupCoordinator, group: GroupMetadata, member: MemberMetadata) -> None:
         super().__init__(member.session_timeout_ms)
         self.coordinator, self.group, self.member = coordinator, group, member
+        self.member_id = member.member_id  # a static member's rejoin renames it: this expiry is then moot
 
     def try_complete(self) -> bool:
         if self.member.heartbeat_satisfied:
@@ -129,7 +134,7 @@ class DelayedHeartbeat(DelayedOperation):
         pass
 
     def on_expiration(self) -> None:
-        if self.member.awaiting_join or self.member.awaiting_sync:
+        if self.member.awaiting_join or self.member.awaiting_sync or self.member.member_id != self.member_id:
             return  # Kafka keeps a member alive while its JoinGroup or SyncGroup is parked
         self.coordinator.expire_member(self.group, self.member)
 
@@ -160,7 +165,7 @@ class GroupCoordinator:
                  on_state_change: StateListener | None = None,
                  heartbeat_purgatory: DelayedOperationPurgatory | None = None,
                  join_purgatory: DelayedOperationPurgatory | None = None,
-                 wall_clock_ms: Callable[[], int] = lambda: -1) -> None:
+                 wall_clock_ms: Callable[[], int] | None = None) -> None:
         self.broker_id = broker_id
         self.config = config
         self.append = append
@@ -171,7 +176,13 @@ class GroupCoordinator:
         self.owned_partitions: set[int] = set()
         self.loading_partitions: set[int] = set()
         self._clock = clock
-        self._wall_clock_ms = wall_clock_ms  # what a stored group records as its state's time (-1: unknown)
+        # state timestamps and offset expiry use wall-clock time, as the commit timestamps do (the injected
+        # clock when none is given, so a test drives both with one)
+        self._wall_clock_ms = wall_clock_ms or clock
+
+    @property
+    def wall_now_ms(self) -> int:
+        return self._wall_clock_ms()
 
     @property
     def now_ms(self) -> int:
@@ -208,7 +219,8 @@ class GroupCoordinator:
                 else:
                     value = rec.decode_offset_value(value_bytes)
                     group_offsets[(key.topic, key.partition)] = OffsetAndMetadata(
-                        value.offset, value.leader_epoch, value.metadata, value.commit_timestamp)
+                        value.offset, value.leader_epoch, value.metadata, value.commit_timestamp,
+                        value.expire_timestamp)
             else:
                 groups[key.group_id] = None if value_bytes is None else rec.decode_group_value(value_bytes)
         loaded = 0
@@ -225,9 +237,10 @@ class GroupCoordinator:
 
     def _restore(self, group_id: str, value: rec.GroupValue | None,
                  offsets: dict[TopicPartition, OffsetAndMetadata]) -> GroupMetadata:
-        group = GroupMetadata(group_id, offsets=offsets, state_timestamp_ms=self.now_ms)
+        group = GroupMetadata(group_id, offsets=offsets, state_timestamp_ms=self.wall_now_ms)
         if value is None:
             return group
+        group.state_timestamp_ms = value.current_state_timestamp
         group.protocol_type = value.protocol_type or None
         group.generation_id = value.generation_id
         group.protocol_name = value.protocol_name
@@ -266,6 +279,9 @@ class GroupCoordinator:
                           require_known_member_id: bool, client_id: str, client_host: str,
                           rebalance_timeout_ms: int, session_timeout_ms: int, protocol_type: str,
                           protocols: list[tuple[str, bytes]], callback: Callable[[JoinResult], None]) -> None:
+        if group_instance_id is not None and not self.config.static_membership:
+            callback(JoinResult(ErrorCode.unsupported_version, NO_MEMBER))
+            return
         if not group_id:
             callback(JoinResult(ErrorCode.invalid_group_id, member_id))
             return
@@ -281,7 +297,7 @@ class GroupCoordinator:
             if member_id != NO_MEMBER:
                 callback(JoinResult(ErrorCode.unknown_member_id, member_id))
                 return
-            group = self.groups[group_id] = GroupMetadata(group_id, state_timestamp_ms=self.now_ms)
+            group = self.groups[group_id] = GroupMetadata(group_id, state_timestamp_ms=self.wall_now_ms)
         if group.is_(GroupState.DEAD):
             # another request just removed the group (its partition moved): the client finds the coordinator
             callback(JoinResult(ErrorCode.coordinator_not_available, member_id))
@@ -292,8 +308,13 @@ class GroupCoordinator:
         # v0 has no rebalance timeout: Kafka uses the session timeout
         rebalance_timeout_ms = rebalance_timeout_ms if rebalance_timeout_ms > 0 else session_timeout_ms
         if member_id == NO_MEMBER:
-            new_id = f"{client_id}-{uuid.uuid4()}"
-            if require_known_member_id:
+            # KIP-345: a static member's id starts with its group.instance.id
+            new_id = f"{client_id if group_instance_id is None else group_instance_id}-{uuid.uuid4()}"
+            old_id = group.static_member_id(group_instance_id)
+            if old_id is not None:
+                # a static member restarted: it takes its old place (and assignment) under the new id
+                self._update_static_member_and_rebalance(group, old_id, new_id, protocols, callback)
+            elif require_known_member_id and group_instance_id is None:
                 # KIP-394: the member must come back with this id, so a lost response leaves no ghost member
                 group.pending_members.add(new_id)
                 self.heartbeat_purgatory.try_complete_else_watch(
@@ -301,16 +322,22 @@ class GroupCoordinator:
                     [MemberKey(group_id, new_id)], self.now_ms)
                 callback(JoinResult(ErrorCode.member_id_required, new_id))
                 return
-            self._add_member_and_rebalance(group, new_id, group_instance_id, client_id, client_host,
-                                           rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols,
-                                           callback)
+            else:
+                self._add_member_and_rebalance(group, new_id, group_instance_id, client_id, client_host,
+                                               rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols,
+                                               callback)
         elif member_id in group.pending_members:
             group.pending_members.discard(member_id)
             self.heartbeat_purgatory.check_and_complete(MemberKey(group_id, member_id))
             self._add_member_and_rebalance(group, member_id, group_instance_id, client_id, client_host,
                                            rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols,
                                            callback)
-        elif member_id not in group.members:
+        elif group.is_static_member_fenced(member_id, group_instance_id):
+            callback(JoinResult(ErrorCode.fenced_instance_id, member_id))
+            return
+        elif member_id not in group.members or (group_instance_id is not None
+                                                and group.static_member_id(group_instance_id) is None):
+            # an unknown member id, or a static member whose instance id the group does not know: it starts over
             callback(JoinResult(ErrorCode.unknown_member_id, member_id))
             return
         else:
@@ -342,6 +369,49 @@ class GroupCoordinator:
                                     group.leader_id or ""))
         else:
             callback(JoinResult(ErrorCode.unknown_member_id, member.member_id))
+
+    def _update_static_member_and_rebalance(self, group: GroupMetadata, old_id: str, new_id: str,
+                                            protocols: list[tuple[str, bytes]],
+                                            callback: Callable[[JoinResult], None]) -> None:
+        """Kafka's updateStaticMemberAndRebalance. A Stable group whose protocol would not change keeps its
+        generation: the member is stored under its new id and answered with the current generation and the
+        old leader id (so a rejoining leader does not assign again), and SyncGroup gives it its old assignment."""
+        current_leader = group.leader_id or ""
+        old = group.members[old_id]
+        # an older incarnation still waiting in a JoinGroup or SyncGroup is fenced
+        self._answer_pending(old, ErrorCode.fenced_instance_id)
+        self.heartbeat_purgatory.cancel_for_key(MemberKey(group.group_id, old_id))
+        member = group.replace_static_member(old_id, new_id)
+        self._schedule_heartbeat(group, member)
+        old_protocols, member.protocols, member.join_callback = member.protocols, protocols, callback
+        reason = f"static member {new_id} (instance {member.group_instance_id}) rejoined"
+        if group.is_(GroupState.STABLE):
+            if group.select_protocol() != group.protocol_name:
+                self._prepare_rebalance(group, f"{reason} with a change of protocol")
+                return
+            generation = group.generation_id
+
+            def stored(error: ErrorCode) -> None:
+                if group.generation_id != generation or not group.is_(GroupState.STABLE):
+                    return  # a rebalance started meanwhile: it answers the member
+                answer, member.join_callback = member.join_callback, None
+                if error != ErrorCode.none:
+                    # the new id could not be stored: the old incarnation keeps its place
+                    member.protocols = old_protocols
+                    if group.members.get(new_id) is member:
+                        self.heartbeat_purgatory.cancel_for_key(MemberKey(group.group_id, new_id))
+                        group.replace_static_member(new_id, old_id)
+                        self._schedule_heartbeat(group, member)
+                    if answer is not None:
+                        answer(JoinResult(error, NO_MEMBER, generation, group.protocol_name, current_leader))
+                elif answer is not None:
+                    answer(JoinResult(ErrorCode.none, new_id, generation, group.protocol_name, current_leader))
+
+            self._store_group(group, {m.member_id: m.assignment for m in group.members.values()}, stored)
+        elif group.is_(GroupState.COMPLETING_REBALANCE):
+            # the leader may be assigning to the old id: a new round gives everyone consistent assignments
+            self._prepare_rebalance(group, reason)
+        # PreparingRebalance: the member waits for the join like every other
 
     def _join_result(self, group: GroupMetadata, member: MemberMetadata) -> JoinResult:
         members = group.member_list() if group.is_leader(member.member_id) else ()
@@ -389,11 +459,13 @@ class GroupCoordinator:
         if group.is_(GroupState.DEAD) or group.group_id not in self.groups:
             return
         for member in group.not_yet_rejoined:
+            if member.is_static:
+                continue  # a static member leaves only by its session timeout or a LeaveGroup naming it
             # members that did not rejoin within the rebalance timeout leave the group
             self.heartbeat_purgatory.cancel_for_key(MemberKey(group.group_id, member.member_id))
             group.remove(member.member_id)
         old = group.state.value
-        group.init_next_generation(self.now_ms)
+        group.init_next_generation(self.wall_now_ms)
         self.on_state_change(group, old, f"generation {group.generation_id} formed")
         if group.is_(GroupState.EMPTY):
             self._store_group(group, {}, lambda error: None)
@@ -408,14 +480,20 @@ class GroupCoordinator:
     # --- SyncGroup ----------------------------------------------------------------------------------
 
     def handle_sync_group(self, group_id: str, generation_id: int, member_id: str,
-                          assignments: dict[str, bytes], callback: Callable[[ErrorCode, bytes], None]) -> None:
+                          assignments: dict[str, bytes], callback: Callable[[ErrorCode, bytes], None],
+                          group_instance_id: str | None = None) -> None:
+        if group_instance_id is not None and not self.config.static_membership:
+            callback(ErrorCode.unsupported_version, b"")
+            return
         error = self.coordinator_error(group_id) if group_id else ErrorCode.invalid_group_id
         group = self.groups.get(group_id)
         if error is None:
-            if group is None or member_id not in group.members:
-                error = ErrorCode.unknown_member_id
-            elif group.is_(GroupState.DEAD):
+            if group is not None and group.is_(GroupState.DEAD):
                 error = ErrorCode.coordinator_not_available
+            elif group is not None and group.is_static_member_fenced(member_id, group_instance_id):
+                error = ErrorCode.fenced_instance_id
+            elif group is None or member_id not in group.members:
+                error = ErrorCode.unknown_member_id
             elif generation_id != group.generation_id:
                 error = ErrorCode.illegal_generation
             elif group.is_(GroupState.EMPTY):
@@ -469,15 +547,20 @@ class GroupCoordinator:
 
     # --- Heartbeat and LeaveGroup -------------------------------------------------------------------
 
-    def handle_heartbeat(self, group_id: str, member_id: str, generation_id: int) -> ErrorCode:
+    def handle_heartbeat(self, group_id: str, member_id: str, generation_id: int,
+                         group_instance_id: str | None = None) -> ErrorCode:
+        if group_instance_id is not None and not self.config.static_membership:
+            return ErrorCode.unsupported_version
         error = self.coordinator_error(group_id)
         if error is not None:
             return error
         group = self.groups.get(group_id)
+        if group is not None and group.is_(GroupState.DEAD):
+            return ErrorCode.coordinator_not_available
+        if group is not None and group.is_static_member_fenced(member_id, group_instance_id):
+            return ErrorCode.fenced_instance_id
         if group is None or group.is_(GroupState.EMPTY):
             return ErrorCode.unknown_member_id
-        if group.is_(GroupState.DEAD):
-            return ErrorCode.coordinator_not_available
         member = group.members.get(member_id)
         if member is None:
             return ErrorCode.unknown_member_id
@@ -488,8 +571,10 @@ class GroupCoordinator:
             return ErrorCode.rebalance_in_progress
         return ErrorCode.none
 
-    def handle_leave_group(self, group_id: str, member_ids: list[str]) -> tuple[ErrorCode, list[ErrorCode]]:
-        """The request's error and one per member (LeaveGroup v3 batches members)."""
+    def handle_leave_group(self, group_id: str, member_ids: list[str],
+                           group_instance_ids: list[str | None] | None = None) -> tuple[ErrorCode, list[ErrorCode]]:
+        """The request's error and one per member (LeaveGroup v3 batches members, each with its member id or
+        its group.instance.id: a static member can be removed by its instance id alone, KIP-345)."""
         error = self.coordinator_error(group_id)
         if error is not None:
             return error, [error] * len(member_ids)
@@ -499,8 +584,15 @@ class GroupCoordinator:
         if group.is_(GroupState.DEAD):
             return ErrorCode.coordinator_not_available, [ErrorCode.coordinator_not_available] * len(member_ids)
         errors = []
-        for member_id in member_ids:
-            if member_id in group.pending_members:
+        for member_id, instance_id in zip(member_ids, group_instance_ids or [None] * len(member_ids), strict=True):
+            static_id = group.static_member_id(instance_id)
+            if member_id != NO_MEMBER and group.is_static_member_fenced(member_id, instance_id):
+                errors.append(ErrorCode.fenced_instance_id)
+            elif static_id is not None:
+                self._remove_member_and_update_group(group, group.members[static_id],
+                                                     f"static member {static_id} (instance {instance_id}) left")
+                errors.append(ErrorCode.none)
+            elif member_id in group.pending_members:
                 group.pending_members.discard(member_id)
                 self.heartbeat_purgatory.check_and_complete(MemberKey(group_id, member_id))
                 self.join_purgatory.check_and_complete(GroupKey(group_id))
@@ -545,11 +637,15 @@ class GroupCoordinator:
 
     def handle_commit_offsets(self, group_id: str, member_id: str, generation_id: int,
                               offsets: dict[TopicPartition, OffsetAndMetadata],
-                              callback: Callable[[dict[TopicPartition, ErrorCode]], None]) -> None:
+                              callback: Callable[[dict[TopicPartition, ErrorCode]], None],
+                              group_instance_id: str | None = None) -> None:
 
         def all_(error: ErrorCode) -> None:
             callback(dict.fromkeys(offsets, error))
 
+        if group_instance_id is not None and not self.config.static_membership:
+            all_(ErrorCode.unsupported_version)
+            return
         error = self.coordinator_error(group_id) if group_id else ErrorCode.invalid_group_id
         if error is not None:
             all_(error)
@@ -560,9 +656,12 @@ class GroupCoordinator:
                 all_(ErrorCode.illegal_generation)  # a member of a generation this coordinator never saw
                 return
             # no group management (assign() consumers): the group exists only to hold offsets
-            group = self.groups[group_id] = GroupMetadata(group_id, state_timestamp_ms=self.now_ms)
+            group = self.groups[group_id] = GroupMetadata(group_id, state_timestamp_ms=self.wall_now_ms)
         if group.is_(GroupState.DEAD):
             all_(ErrorCode.coordinator_not_available)
+            return
+        if group.is_static_member_fenced(member_id, group_instance_id):
+            all_(ErrorCode.fenced_instance_id)
             return
         if not (generation_id < 0 and group.is_(GroupState.EMPTY)):
             if member_id not in group.members:
@@ -588,17 +687,21 @@ class GroupCoordinator:
             accepted[tp] = value
             entries.append((rec.encode_key(rec.OffsetKey(group.group_id, tp[0], tp[1])),
                             rec.encode_offset_value(rec.OffsetValue(value.offset, value.leader_epoch,
-                                                                    value.metadata, value.commit_timestamp))))
+                                                                    value.metadata, value.commit_timestamp,
+                                                                    value.expire_timestamp))))
         if not entries:
             callback(results)
             return
 
         def stored(error: ErrorCode) -> None:
+            group.pending_offset_commits.subtract(list(accepted))
+            group.pending_offset_commits += Counter()  # drop the zeros
             mapped = map_store_error(error)
             if mapped == ErrorCode.none and group.group_id in self.groups:
                 group.offsets.update(accepted)
             callback({**results, **dict.fromkeys(accepted, mapped)})
 
+        group.pending_offset_commits.update(list(accepted))
         self.append(self.partition_of(group.group_id), entries, stored)
 
     def handle_fetch_offsets(self, group_id: str, partitions: list[TopicPartition] | None,
@@ -623,12 +726,12 @@ class GroupCoordinator:
                             assignments.get(m.member_id, b""))
             for m in group.members.values())
         value = rec.GroupValue(group.protocol_type or "", group.generation_id, group.protocol_name,
-                               group.leader_id, self._wall_clock_ms(), members)
+                               group.leader_id, group.state_timestamp_ms, members)
         entry = (rec.encode_key(rec.GroupKey(group.group_id)), rec.encode_group_value(value))
         self.append(self.partition_of(group.group_id), [entry], lambda error: callback(map_store_error(error)))
 
     def _transition(self, group: GroupMetadata, state: GroupState, reason: str) -> None:
-        old = group.transition_to(state, self.now_ms)
+        old = group.transition_to(state, self.wall_now_ms)
         self.on_state_change(group, old.value, reason)
 
     # --- describe -----------------------------------------------------------------------------------
@@ -693,13 +796,28 @@ class GroupCoordinator:
             results.update(dict.fromkeys(eligible, ErrorCode.none))
         return ErrorCode.none, results
 
-    def _remove_offsets(self, group: GroupMetadata, partitions: list[TopicPartition]) -> int:
+    def cleanup_group_metadata(self, retention_ms: int) -> int:
+        """Kafka's GroupMetadataManager.cleanupGroupMetadata, run every offsets.retention.check.interval.ms:
+        the expired offsets of every group this broker coordinates are removed with tombstones, and a group left
+        Empty without offsets becomes Dead (its record tombstoned too). Returns how many offsets expired."""
+        now = self.wall_now_ms
+        removed = 0
+        for group in list(self.groups.values()):
+            if self.partition_of(group.group_id) not in self.owned_partitions or group.is_(GroupState.DEAD):
+                continue
+            expired = group.expired_offsets(now, retention_ms)
+            removed += self._remove_offsets(group, expired, "its offsets expired" if expired
+                                            else "no members and no offsets left")
+        return removed
+
+    def _remove_offsets(self, group: GroupMetadata, partitions: list[TopicPartition],
+                        reason: str = "no members and no offsets left") -> int:
         """Kafka's cleanupGroupMetadata: a tombstone for each offset removed; an Empty group left without offsets
         becomes Dead, leaves the cache and gets a tombstone too, unless it is of generation 0 (offsets only,
         it never wrote a group record). Kafka appends without waiting, and so does this."""
         removed = [tp for tp in partitions if group.offsets.pop(tp, None) is not None]
         if group.is_(GroupState.EMPTY) and not group.offsets:
-            self._transition(group, GroupState.DEAD, "no members and no offsets left")
+            self._transition(group, GroupState.DEAD, reason)
         entries: list[Entry] = [(rec.encode_key(rec.OffsetKey(group.group_id, topic, partition)), None)
                                 for topic, partition in removed]
         if group.is_(GroupState.DEAD) and self.groups.get(group.group_id) is group:

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 
 from kio.schema.errors import ErrorCode
 
+from broker.config import protocol_at_least
 from broker.group.coordinator import Entry, GroupConfig, GroupCoordinator
 from broker.group.metadata import GroupMetadata
 from broker.log.record_batch import HEADER_SIZE, parse_header
@@ -33,7 +34,8 @@ def group_config(config) -> GroupConfig:
                        min_session_timeout_ms=config.group_min_session_timeout_ms,
                        max_session_timeout_ms=config.group_max_session_timeout_ms,
                        initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
-                       offset_metadata_max_bytes=config.offset_metadata_max_bytes)
+                       offset_metadata_max_bytes=config.offset_metadata_max_bytes,
+                       static_membership=protocol_at_least(config.inter_broker_protocol_version, (2, 3)))
 
 
 def _field(buf: bytes, position: int) -> tuple[bytes | None, int]:
@@ -73,6 +75,9 @@ class GroupMetadataManager:
         self.trace = trace
         self.now_ms = now_ms
         self.offsets_commit_timeout_ms = config.offsets_commit_timeout_ms
+        self.offsets_retention_ms = config.offsets_retention_minutes * 60_000
+        self.retention_check_interval_s = config.offsets_retention_check_interval_ms / 1000
+        self._expiry: asyncio.TimerHandle | None = None
         self.coordinator = GroupCoordinator(config.broker_id, group_config(config), self._append,
                                             now_ms, self._trace_state_change,
                                             wall_clock_ms=lambda: int(time.time() * 1000))
@@ -81,8 +86,21 @@ class GroupMetadataManager:
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self._timers = [AsyncioTimer(self.coordinator.heartbeat_purgatory.timer, loop),
                         AsyncioTimer(self.coordinator.join_purgatory.timer, loop)]
+        self._expiry = loop.call_later(self.retention_check_interval_s, self._expire_offsets, loop)
+
+    def _expire_offsets(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Kafka's delete-expired-group-metadata task, every offsets.retention.check.interval.ms."""
+        try:
+            removed = self.coordinator.cleanup_group_metadata(self.offsets_retention_ms)
+            if removed:
+                log.info("removed %d expired offsets", removed)
+        except Exception:
+            log.exception("expiring group offsets failed")
+        self._expiry = loop.call_later(self.retention_check_interval_s, self._expire_offsets, loop)
 
     def close(self) -> None:
+        if self._expiry is not None:
+            self._expiry.cancel()
         for timer in self._timers:
             timer.close()
 

@@ -40,6 +40,8 @@ class OffsetAndMetadata:
     leader_epoch: int = -1
     metadata: str = ""
     commit_timestamp: int = -1
+    # set only by OffsetCommit v2-v4 with a retention_time_ms: the old per-offset expiry (stored as value v1)
+    expire_timestamp: int | None = None
 
 
 @dataclass
@@ -67,6 +69,10 @@ class MemberMetadata:
     sync_callback: Callable[[object, bytes], None] | None = None
     heartbeat_satisfied: bool = False
     is_new: bool = False
+
+    @property
+    def is_static(self) -> bool:
+        return self.group_instance_id is not None
 
     @property
     def protocol_names(self) -> list[str]:
@@ -106,7 +112,11 @@ class GroupMetadata:
     pending_members: set[str] = field(default_factory=set)
     offsets: dict[tuple[str, int], OffsetAndMetadata] = field(default_factory=dict)
     new_member_added: bool = False
+    # Kafka's currentStateTimestamp: the wall-clock time of the last state change (-1: unknown), stored in the
+    # group's record; an Empty group's offsets expire offsets.retention.minutes after it
     state_timestamp_ms: int = -1
+    # offsets written but not yet replicated: they never expire (Kafka's pendingOffsetCommits)
+    pending_offset_commits: Counter = field(default_factory=Counter)
     # the topics the members of this generation consume; None: unknown (not a consumer group, or unreadable
     # metadata), which OffsetDelete must treat as "all of them" (Kafka's GroupMetadata.subscribedTopics)
     subscribed_topics: frozenset[str] | None = None
@@ -139,6 +149,30 @@ class GroupMetadata:
     def is_leader(self, member_id: str) -> bool:
         return member_id == self.leader_id
 
+    # --- static members (KIP-345) -------------------------------------------------------------------
+
+    def static_member_id(self, group_instance_id: str | None) -> str | None:
+        """The member id a group.instance.id holds now, None when the instance is not a member."""
+        if group_instance_id is None:
+            return None
+        return next((m.member_id for m in self.members.values() if m.group_instance_id == group_instance_id), None)
+
+    def is_static_member_fenced(self, member_id: str, group_instance_id: str | None) -> bool:
+        """Kafka's isStaticMemberFenced: the instance id is known, but under another member id (an older
+        incarnation of a restarted consumer, or a duplicate one)."""
+        known = self.static_member_id(group_instance_id)
+        return known is not None and known != member_id
+
+    def replace_static_member(self, old_member_id: str, new_member_id: str) -> MemberMetadata:
+        """Kafka's replaceGroupInstance: the same member (assignment, protocols) under a new member id; the
+        leadership follows it."""
+        member = self.members.pop(old_member_id)
+        member.member_id = new_member_id
+        self.members[new_member_id] = member
+        if self.leader_id == old_member_id:
+            self.leader_id = new_member_id
+        return member
+
     @property
     def has_all_members_joined(self) -> bool:
         return (all(member.awaiting_join for member in self.members.values())
@@ -147,6 +181,40 @@ class GroupMetadata:
     @property
     def not_yet_rejoined(self) -> list[MemberMetadata]:
         return [member for member in self.members.values() if not member.awaiting_join]
+
+    # --- offset expiry (KIP-211) --------------------------------------------------------------------
+
+    def expired_offsets(self, now_ms: int, retention_ms: int) -> list[tuple[str, int]]:
+        """Kafka 2.8's removeExpiredOffsets, without removing: the offsets whose retention has passed.
+        ``now_ms`` is wall-clock time, like the commit timestamps and the state timestamp.
+
+        - a group with a protocol type, Empty: ``retention_ms`` after it became Empty (the commit time when
+          that is unknown);
+        - a consumer group, Stable, with known subscriptions: the topics it does not subscribe to, by commit time;
+        - a group without a protocol type (commits only, e.g. assign() consumers): by commit time;
+        - otherwise none. An offset with a commit not yet replicated never expires; in the three cases above, an
+          offset committed with an explicit expire timestamp (OffsetCommit v2-v4) expires at that time instead."""
+        if self.protocol_type is not None and self.is_(GroupState.EMPTY):
+            def base(value: OffsetAndMetadata) -> int:
+                return self.state_timestamp_ms if self.state_timestamp_ms >= 0 else value.commit_timestamp
+            kept: frozenset[str] = frozenset()
+        elif self.is_consumer_group and self.subscribed_topics is not None and self.is_(GroupState.STABLE):
+            def base(value: OffsetAndMetadata) -> int:
+                return value.commit_timestamp
+            kept = self.subscribed_topics
+        elif self.protocol_type is None:
+            def base(value: OffsetAndMetadata) -> int:
+                return value.commit_timestamp
+            kept = frozenset()
+        else:
+            return []
+        def expired(value: OffsetAndMetadata) -> bool:
+            if value.expire_timestamp is not None:  # a legacy commit's own expiry replaces the retention
+                return now_ms >= value.expire_timestamp
+            return now_ms - base(value) >= retention_ms
+
+        return [tp for tp, value in self.offsets.items()
+                if tp[0] not in kept and not self.pending_offset_commits[tp] and expired(value)]
 
     @property
     def rebalance_timeout_ms(self) -> int:

@@ -1,5 +1,6 @@
 """The key and value formats of __consumer_offsets records (Kafka's GroupMetadataManager schemas, 2.x):
-OffsetCommitKey v1 / OffsetCommitValue v3 (with the committed leader epoch) and GroupMetadataKey v2 /
+OffsetCommitKey v1 / OffsetCommitValue v3 (with the committed leader epoch; v1 when the commit carried its own
+expire timestamp, as Kafka writes it; v0 to v3 are read) and GroupMetadataKey v2 /
 GroupMetadataValue v3 (with static member ids). kio has no schemas for these, so they are written here;
 a null value is a tombstone that deletes the key."""
 
@@ -11,6 +12,7 @@ from dataclasses import dataclass, field
 OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2
 OFFSET_COMMIT_VALUE_VERSION = 3
+OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY = 1
 GROUP_METADATA_VALUE_VERSION = 3
 
 _I16, _I32, _I64 = struct.Struct(">h"), struct.Struct(">i"), struct.Struct(">q")
@@ -38,6 +40,7 @@ class OffsetValue:
     leader_epoch: int  # -1: unknown
     metadata: str
     commit_timestamp: int
+    expire_timestamp: int | None = None  # only value v1 has it
 
 
 @dataclass(frozen=True)
@@ -83,6 +86,9 @@ def encode_key(key: OffsetKey | GroupKey) -> bytes:
 
 
 def encode_offset_value(value: OffsetValue) -> bytes:
+    if value.expire_timestamp is not None:
+        return (_I16.pack(OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY) + _I64.pack(value.offset) + _string(value.metadata)
+                + _I64.pack(value.commit_timestamp) + _I64.pack(value.expire_timestamp))
     return (_I16.pack(OFFSET_COMMIT_VALUE_VERSION) + _I64.pack(value.offset) + _I32.pack(value.leader_epoch)
             + _string(value.metadata) + _I64.pack(value.commit_timestamp))
 
@@ -154,9 +160,13 @@ def decode_key(data: bytes) -> OffsetKey | GroupKey:
 def decode_offset_value(data: bytes) -> OffsetValue:
     reader = _Reader(data)
     version = reader.i16()
-    if version != OFFSET_COMMIT_VALUE_VERSION:
-        raise RecordFormatError(f"offset commit value version {version} is not read by kafkasim (only v3)")
-    return OffsetValue(reader.i64(), reader.i32(), reader.string() or "", reader.i64())
+    if version == OFFSET_COMMIT_VALUE_VERSION:
+        return OffsetValue(reader.i64(), reader.i32(), reader.string() or "", reader.i64())
+    if version in (0, 2):  # offset, metadata, commit timestamp
+        return OffsetValue(reader.i64(), -1, reader.string() or "", reader.i64())
+    if version == OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY:
+        return OffsetValue(reader.i64(), -1, reader.string() or "", reader.i64(), reader.i64())
+    raise RecordFormatError(f"unknown offset commit value version {version}")
 
 
 def decode_group_value(data: bytes) -> GroupValue:

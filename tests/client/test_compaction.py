@@ -9,6 +9,8 @@ from __future__ import annotations
 import pytest
 import signal
 
+import psutil
+
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
@@ -218,8 +220,17 @@ def test_a_broker_killed_in_the_middle_of_a_cleaning_recovers_a_correct_log(clus
     # throttled, the rewrite of a few MiB takes seconds: kill -9 while its .cleaned files are being written
     wait_until(lambda: list(directory.glob("*.log.cleaned")), 60, "a cleaning writing its .cleaned files",
                interval_s=0.01)
+    # the cleaning runs in the broker's cleaner worker process, which has the .cleaned file open for writing
+    broker = psutil.Process(cluster.pid(victim))
+    workers = [p for p in broker.children() if "broker.log.cleaner.worker" in p.cmdline()]
+    assert len(workers) == 1, broker.children()
+    worker = workers[0]
+    assert worker.pid != broker.pid and worker.nice() > broker.nice()
+    wait_until(lambda: [f.path for f in worker.open_files() if f.path.endswith(".log.cleaned")], 30,
+               "the worker process writing a .cleaned file", interval_s=0.01)
     cluster.signal(victim, signal.SIGKILL)
     wait_until(lambda: cluster.pid(victim) is None, 10, f"broker {victim} to die")
+    wait_until(lambda: not _alive(worker), 10, f"the cleaner worker {worker.pid} of the killed broker to exit")
     assert list(directory.glob("*.cleaned")), "the crash left the cleaning's files"
     cluster.start(victim)
     names = [p.name for p in directory.iterdir()]
@@ -237,3 +248,11 @@ def test_a_broker_killed_in_the_middle_of_a_cleaning_recovers_a_correct_log(clus
     active = max(int(p.name[:20]) for p in directory.glob("*.log"))
     outside = [r.key for r in read_segments(directory) if r.offset < active]
     assert len(outside) == len(set(outside))
+
+
+def _alive(process: psutil.Process) -> bool:
+    """Running, not a zombie waiting for its new parent to reap it."""
+    try:
+        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False

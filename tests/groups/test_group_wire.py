@@ -20,6 +20,8 @@ with warnings.catch_warnings():
         HeartbeatResponse,
         JoinGroupRequest,
         JoinGroupResponse,
+        LeaveGroupRequest,
+        LeaveGroupResponse,
         OffsetFetchRequest,
         OffsetFetchResponse,
     )
@@ -27,6 +29,7 @@ with warnings.catch_warnings():
 pytestmark = [pytest.mark.processes]
 GROUP = "wire-group"
 NOT_COORDINATOR, UNKNOWN_MEMBER_ID, INVALID_SESSION_TIMEOUT, MEMBER_ID_REQUIRED = 16, 25, 26, 79
+FENCED_INSTANCE_ID = 82
 
 
 def call(connection: RawConnection, request, response_class, version: int):
@@ -67,3 +70,23 @@ def test_a_new_member_gets_its_id_first_and_a_bad_session_timeout_is_refused(sha
         joined = call(connection, join(first.member_id, 10000), JoinGroupResponse, 5)
         assert joined.error_code == 0 and joined.generation_id == 1 and joined.leader == first.member_id
         assert [m.member_id for m in joined.members] == [first.member_id]
+
+
+def test_a_static_member_joins_without_an_id_round_trip_and_leaves_by_its_instance_id(shared_cluster: RunningCluster):
+    group, instance = "wire-static-group", "wire-instance"
+    admin = AdminClient({"bootstrap.servers": shared_cluster.spec.bootstrap_servers})
+    request = JoinGroupRequest(group_id=group, session_timeout_ms=10000, rebalance_timeout_ms=10000, member_id="",
+                               group_instance_id=instance, protocol_type="consumer",
+                               protocols=[JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=b"")])
+    with RawConnection(client_port(shared_cluster, coordinator_of(admin, group))) as connection:
+        joined = call(connection, request, JoinGroupResponse, 5)
+        assert joined.error_code == 0 and joined.member_id.startswith(f"{instance}-")  # no MEMBER_ID_REQUIRED
+        assert [(m.member_id, m.group_instance_id) for m in joined.members] == [(joined.member_id, instance)]
+        identity = LeaveGroupRequest.MemberIdentity
+        leave = LeaveGroupRequest(group_id=group, members=[
+            identity(member_id="stale-id", group_instance_id=instance),  # an old incarnation: fenced
+            identity(member_id="", group_instance_id=instance)])  # the instance id alone is enough
+        answer = call(connection, leave, LeaveGroupResponse, 3)
+        assert answer.error_code == 0
+        assert [(m.group_instance_id, m.error_code) for m in answer.members] == [
+            (instance, FENCED_INSTANCE_ID), (instance, 0)]

@@ -227,29 +227,140 @@ def test_retention_by_time_leaves_a_compact_only_log_alone(tmp_path, clock, poli
     assert (len(log_.segments) < segments) == deleted
 
 
-def test_the_cleaner_threads_clean_a_dirty_log_and_stop_cleanly(tmp_path, clock):
+@pytest.mark.parametrize("in_process", [False, True], ids=["worker-process", "in-process"])
+def test_the_cleaner_threads_clean_a_dirty_log_and_stop_cleanly(tmp_path, clock, in_process):
     import asyncio
     import time
+
+    import psutil
 
     from broker.log.cleaner.log_cleaner import CleanerConfig, LogCleaner
 
     log_ = open_log(tmp_path, clock)
     latest = _fill(log_, clock, batches=300)
     reports = []
+    pids = []
 
     async def run() -> None:
         cleaner = LogCleaner(CleanerConfig.model_validate({"log.cleaner.backoff.ms": 50}),
-                             lambda: {log_.topic_partition: log_}, clock, on_cleaned=reports.append)
+                             lambda: {log_.topic_partition: log_}, clock, on_cleaned=reports.append,
+                             in_process=in_process)
         cleaner.startup()
         deadline = time.monotonic() + 20
         while not reports and time.monotonic() < deadline:
             await asyncio.sleep(0.02)
+        pids.extend(cleaner.worker_pids())
         await cleaner.shutdown()
 
     asyncio.run(run())
     assert reports and reports[0].end_offset == log_.active_segment.base_offset
+    if in_process:
+        assert reports[0].cleaner_pid == os.getpid() and not pids
+    else:
+        assert pids == [reports[0].cleaner_pid] and pids[0] != os.getpid()
+        assert not psutil.pid_exists(pids[0]), "the broker's shutdown ends its cleaner worker process"
     _check_compacted(log_, latest, tombstones_gone=False)
     assert not list(log_.directory.glob("*.cleaned")) and not list(log_.directory.glob("*.swap"))
+
+
+def _planned(log_, clock):
+    manager = CleanerManager(lambda: {log_.topic_partition: log_}, clock)
+    opened, candidate = manager.grab_filthiest()
+    return manager, opened, manager.plan(opened, candidate)
+
+
+def test_a_cleaning_runs_in_a_worker_process_that_writes_the_cleaned_files(tmp_path, clock):
+    import psutil
+
+    from broker.log.cleaner.worker import CleanerProcess
+
+    log_ = open_log(tmp_path, clock)
+    latest = _fill(log_, clock, batches=300)
+    manager, opened, plan = _planned(log_, clock)
+    worker = CleanerProcess("test-cleaner", 1 << 20, 0.9, float("inf"))
+    try:
+        result = worker.clean(plan, clock())
+        pid = worker.pid
+        assert pid is not None and pid != os.getpid()
+        assert result is not None and result.stats.pid == pid, "the worker process did the work"
+        process = psutil.Process(pid)
+        assert process.ppid() == os.getpid()
+        assert "broker.log.cleaner.worker" in process.cmdline()
+        assert process.nice() > psutil.Process().nice(), "the worker lowers its priority"
+        assert all(g.cleaned.log_path.name.endswith(".log.cleaned") for g in result.groups)
+        assert sorted(p.name for p in log_.directory.glob("*.log.cleaned")) == sorted(
+            g.cleaned.log_path.name for g in result.groups), "the worker wrote them, the broker has not swapped yet"
+        report = manager.done_cleaning(opened, plan, result)
+        assert report is not None and report.cleaner_pid == pid
+        _check_compacted(log_, latest, tombstones_gone=False)
+        # the same long-lived process takes the next cleaning
+        produce(log_, clock, [(KEYS[0], b"x" * 3000)])
+        produce(log_, clock, [(KEYS[0], b"y" * 3000)])
+        manager, opened, plan = _planned(log_, clock)
+        result = worker.clean(plan, clock())
+        assert result is not None and result.stats.pid == pid
+        assert manager.done_cleaning(opened, plan, result) is not None
+    finally:
+        worker.close()
+    assert not psutil.pid_exists(pid), "closed by its PID"
+    assert not list(log_.directory.glob("*.cleaned"))
+
+
+def _clean_slowly_in_a_worker(log_, clock, on_cleaned_files):
+    """A throttled worker's cleaning on a thread; ``on_cleaned_files(worker)`` once it writes its .cleaned files.
+    Returns what the cleaning raised."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from broker.log.cleaner.worker import CleanerProcess
+    from tests.harness import wait_until
+
+    manager, opened, plan = _planned(log_, clock)
+    worker = CleanerProcess("test-cleaner", 1 << 20, 0.9, 40_000)
+    try:
+        with ThreadPoolExecutor(1) as pool:
+            future = pool.submit(worker.clean, plan, clock())
+            wait_until(lambda: list(log_.directory.glob("*.log.cleaned")) or future.done(), 30,
+                       "the worker writing .cleaned files", interval_s=0.005)
+            assert not future.done(), "the throttled cleaning should still be running"
+            on_cleaned_files(worker)
+            with pytest.raises(Exception) as raised:
+                future.result(30)
+        manager.abandoned(opened, plan)
+        return raised.value, worker.pid
+    finally:
+        worker.close()
+
+
+def test_a_cleaning_stopped_in_the_worker_process_leaves_no_cleaned_file(tmp_path, clock):
+    from broker.log.cleaner.cleaner import CleaningAborted
+
+    log_ = open_log(tmp_path, clock)
+    _fill(log_, clock, batches=300)
+    pids = []
+
+    def stop(worker) -> None:
+        pids.append(worker.pid)
+        worker.stop()
+
+    raised, pid_after = _clean_slowly_in_a_worker(log_, clock, stop)
+    assert isinstance(raised, CleaningAborted)
+    assert pid_after == pids[0], "the worker goes on after a stopped cleaning"
+    assert not list(log_.directory.glob("*.cleaned"))
+    assert clean_once(log_, clock) is not None
+
+
+def test_a_worker_process_killed_during_a_cleaning_leaves_no_cleaned_file(tmp_path, clock):
+    import signal
+
+    from broker.log.cleaner.worker import CleanerWorkerDied
+
+    log_ = open_log(tmp_path, clock)
+    latest = _fill(log_, clock, batches=300)
+    raised, _ = _clean_slowly_in_a_worker(log_, clock, lambda worker: os.kill(worker.pid, signal.SIGKILL))
+    assert isinstance(raised, CleanerWorkerDied)
+    assert not list(log_.directory.glob("*.cleaned")), "the broker removes a dead worker's files"
+    assert clean_once(log_, clock) is not None
+    _check_compacted(log_, latest, tombstones_gone=False)
 
 
 def test_a_cleaning_told_to_stop_leaves_no_cleaned_file(tmp_path, clock):

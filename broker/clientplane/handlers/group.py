@@ -28,6 +28,7 @@ FIRST_JOIN_VERSION_REQUIRING_MEMBER_ID = 4
 FIRST_LEAVE_VERSION_WITH_MEMBERS = 3
 AUTHORIZED_OPERATIONS_NOT_REQUESTED = -(2**31)
 NO_OFFSET = -1
+DEFAULT_RETENTION_TIME_MS = -1
 # Kafka creates __consumer_offsets compacted, with offsets.topic.segment.bytes segments (100 MiB) and the producer's
 # compression: the log cleaner keeps the last commit of each group-partition and the last metadata of each group, and
 # drops their tombstones after delete.retention.ms.
@@ -109,7 +110,7 @@ async def handle_sync_group(groups: GroupAccess, request: Request):
     future, respond = answer_once(asyncio.get_running_loop())
     groups.coordinator.handle_sync_group(
         body.group_id, body.generation_id, body.member_id, {a.member_id: a.assignment for a in body.assignments},
-        lambda error, assignment: respond((error, assignment)))
+        lambda error, assignment: respond((error, assignment)), getattr(body, "group_instance_id", None))
 
     def finish(result: tuple[ErrorCode, bytes]):
         return build(module.SyncGroupResponse, throttle_time=NO_THROTTLE, error_code=result[0],
@@ -123,7 +124,8 @@ async def handle_sync_group(groups: GroupAccess, request: Request):
 async def handle_heartbeat(groups: GroupAccess, request: Request):
     body = request.body
     module = response_module(ApiKey.HEARTBEAT, request.header.api_version)
-    error = groups.coordinator.handle_heartbeat(body.group_id, body.member_id, body.generation_id)
+    error = groups.coordinator.handle_heartbeat(body.group_id, body.member_id, body.generation_id,
+                                                getattr(body, "group_instance_id", None))
     return build(module.HeartbeatResponse, throttle_time=NO_THROTTLE, error_code=error)
 
 
@@ -136,7 +138,7 @@ async def handle_leave_group(groups: GroupAccess, request: Request):
     else:
         identities = [(body.member_id, None)]
     error, errors = groups.coordinator.handle_leave_group(
-        body.group_id, [member_id for member_id, _ in identities])
+        body.group_id, [member_id for member_id, _ in identities], [instance for _, instance in identities])
     if version < FIRST_LEAVE_VERSION_WITH_MEMBERS and error == ErrorCode.none:
         error = errors[0]
     members = ()
@@ -152,6 +154,10 @@ async def handle_offset_commit(groups: GroupAccess, request: Request):
     body = request.body
     module = response_module(ApiKey.OFFSET_COMMIT, request.header.api_version)
     now_wall = int(time.time() * 1000)
+    # OffsetCommit v2-v4 may name a retention of their own: those offsets expire at that time (Kafka's
+    # expireTimestamp), the others by offsets.retention.minutes
+    retention = millis(getattr(body, "retention_time", DEFAULT_RETENTION_TIME_MS))
+    expire_at = None if retention == DEFAULT_RETENTION_TIME_MS else now_wall + retention
     known = groups.metadata_cache.partitions
     offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
     refused: dict[tuple[str, int], ErrorCode] = {}
@@ -162,11 +168,11 @@ async def handle_offset_commit(groups: GroupAccess, request: Request):
                 refused[tp] = ErrorCode.unknown_topic_or_partition
                 continue
             offsets[tp] = OffsetAndMetadata(p.committed_offset, getattr(p, "committed_leader_epoch", -1),
-                                            p.committed_metadata or "", now_wall)
+                                            p.committed_metadata or "", now_wall, expire_at)
     future, respond = answer_once(asyncio.get_running_loop())
     generation = getattr(body, "generation_id_or_member_epoch", -1)
-    groups.coordinator.handle_commit_offsets(body.group_id, getattr(body, "member_id", ""),
-                                                           generation, offsets, respond)
+    groups.coordinator.handle_commit_offsets(body.group_id, getattr(body, "member_id", ""), generation, offsets,
+                                             respond, getattr(body, "group_instance_id", None))
 
     def finish(results: dict[tuple[str, int], ErrorCode]):
         results = {**results, **refused}

@@ -1,10 +1,13 @@
 """Cleaner: one cleaning of one log (Kafka's Cleaner.doClean): the offset map over the dirty section, then the
 segments from the log start to the end of the map rewritten, in groups, into ``.cleaned`` segments.
 
-It runs on a cleaner thread, away from the broker's event loop, and reads only what the loop handed it in a
-:class:`CleaningPlan`: the segments as they were then, through file descriptors of its own (a segment deleted or
-renamed meanwhile stays readable). It changes nothing the log serves: the loop swaps the cleaned segments in
-afterwards (:meth:`broker.log.log.Log.replace_segments`), after checking the log still holds the sources.
+The loop plans a cleaning (:class:`CleaningPlan`: the segments as they were then, each through a file descriptor of
+the plan's own, so a segment deleted or renamed meanwhile stays readable). The work itself, :func:`clean_job`, reads
+only plain data (:class:`CleaningJob`) and those descriptors, so it runs in a cleaner worker process
+(:mod:`broker.log.cleaner.worker`, the broker's way) or in this one (:func:`clean`, for tests and the bench). It
+writes the ``.cleaned`` files and answers with what it wrote (:class:`CleaningOutcome`); the broker opens them
+(:meth:`CleaningPlan.result_of`) and swaps them in afterwards (:meth:`broker.log.log.Log.replace_segments`), after
+checking the log still holds the sources. It changes nothing the log serves.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from broker.log.cleaner.throttler import Throttler
 from broker.log.config import LogConfig
 from broker.log.file_records import scan_batch_headers
 from broker.log.record_batch import HEADER_SIZE, TRANSACTIONAL_FLAG, BatchHeader, parse_header
-from broker.log.segment import CLEANED_SUFFIX, LogSegment
+from broker.log.segment import CLEANED_SUFFIX, LogSegment, segment_file_name
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +52,39 @@ class SourceSegment:
         return self.facts.base_offset
 
 
+@dataclass(frozen=True)
+class JobSegment:
+    """A source segment as the cleaning work sees it: its facts and name; its descriptor travels beside the job."""
+
+    facts: SegmentFacts
+    path: str
+
+
+@dataclass(frozen=True)
+class CleaningJob:
+    """What :func:`clean_job` needs, as plain data (pickled to the worker process)."""
+
+    directory: Path
+    config: LogConfig
+    candidate: LogToClean
+    delete_horizon_ms: int
+    now_ms: int
+    sources: list[JobSegment]  # every segment of the log, the active one last
+
+
+@dataclass
+class _Readable:
+    """A source segment during the work: facts, name and a readable descriptor."""
+
+    facts: SegmentFacts
+    path: str
+    fd: int
+
+    @property
+    def base_offset(self) -> int:
+        return self.facts.base_offset
+
+
 @dataclass
 class CleaningPlan:
     directory: Path
@@ -56,6 +92,42 @@ class CleaningPlan:
     candidate: LogToClean
     delete_horizon_ms: int
     sources: list[SourceSegment]  # every segment of the log, the active one last
+
+    def job(self, now_ms: int) -> CleaningJob:
+        return CleaningJob(self.directory, self.config, self.candidate, self.delete_horizon_ms, now_ms,
+                           [JobSegment(s.facts, str(s.segment.log_path)) for s in self.sources])
+
+    def fds(self) -> list[int]:
+        return [s.fd for s in self.sources]
+
+    def result_of(self, outcome: CleaningOutcome | None) -> CleaningResult | None:
+        """The outcome's ``.cleaned`` segments opened here (written by the work, maybe in another process), for the
+        swap. If one cannot be opened, every file of the outcome is removed and the error raised."""
+        if outcome is None:
+            return None
+        by_base = {s.base_offset: s for s in self.sources}
+        groups: list[CleanedGroup] = []
+        try:
+            for cleaned_base, source_bases in outcome.groups:
+                cleaned = LogSegment(self.directory, cleaned_base, self.config, outcome.now_ms, new=False,
+                                     file_suffix=CLEANED_SUFFIX)
+                groups.append(CleanedGroup(cleaned, [by_base[b] for b in source_bases]))
+                cleaned.sanity_check()
+        except BaseException:
+            for group in groups:
+                group.cleaned.close()
+            self.remove_cleaned_files()
+            raise
+        return CleaningResult(outcome.end_offset, groups, outcome.stats)
+
+    def remove_cleaned_files(self) -> None:
+        """Remove any ``.cleaned`` file of a segment of this plan (a cleaning that died half-way: only the cleaning
+        in progress on this log writes them)."""
+        bases = {segment_file_name(s.base_offset, "") for s in self.sources}
+        with contextlib.suppress(OSError):  # the log's directory may be gone or offline by now
+            for path in self.directory.glob(f"*{CLEANED_SUFFIX}"):
+                if path.name[:20] in bases:
+                    path.unlink(missing_ok=True)
 
     def close(self) -> None:
         for source in self.sources:
@@ -68,6 +140,7 @@ class CleanerStats:
     """What a cleaning did, for the trace and the log line (Kafka's CleanerStats)."""
 
     started: float = field(default_factory=time.monotonic)
+    pid: int = field(default_factory=os.getpid)  # the process that did the work (and wrote the .cleaned files)
     map_bytes_read: int = 0
     map_records_read: int = 0
     bytes_read: int = 0
@@ -86,6 +159,16 @@ class CleanedGroup:
     sources: list[SourceSegment]
 
 
+@dataclass(frozen=True)
+class CleaningOutcome:
+    """What :func:`clean_job` wrote: each ``.cleaned`` segment's base offset with its sources' base offsets."""
+
+    end_offset: int  # the next first dirty offset (the checkpoint)
+    groups: list[tuple[int, list[int]]]
+    stats: CleanerStats
+    now_ms: int
+
+
 @dataclass
 class CleaningResult:
     end_offset: int  # the next first dirty offset (the checkpoint)
@@ -100,18 +183,26 @@ class CleaningResult:
 
 def clean(plan: CleaningPlan, offset_map: OffsetMap, throttler: Throttler, *, now_ms: int,
           should_stop: Callable[[], bool] = lambda: False) -> CleaningResult | None:
-    """Map the dirty section and write the cleaned groups. None when the dirty section holds no batch.
-    Raises CleaningAborted when ``should_stop`` turns true (nothing is left behind then)."""
+    """The cleaning in this process (tests, the bench): :func:`clean_job`, then its segments opened for the swap."""
+    return plan.result_of(clean_job(plan.job(now_ms), plan.fds(), offset_map, throttler, should_stop=should_stop))
+
+
+def clean_job(job: CleaningJob, fds: list[int], offset_map: OffsetMap, throttler: Throttler, *,
+              should_stop: Callable[[], bool] = lambda: False) -> CleaningOutcome | None:
+    """Map the dirty section and write the cleaned groups, reading the sources through ``fds`` (one per segment of
+    ``job.sources``; the caller closes them). None when the dirty section holds no batch.
+    Raises CleaningAborted when ``should_stop`` turns true (nothing is left behind then, nor on any error)."""
     stats = CleanerStats()
-    groups: list[CleanedGroup] = []
+    written: list[LogSegment] = []
+    sources = [_Readable(s.facts, s.path, fd) for s, fd in zip(job.sources, fds, strict=True)]
     try:
-        last_batch_of_producer = _last_batch_of_each_producer(plan)
+        last_batch_of_producer = _last_batch_of_each_producer(sources)
         offset_map.clear()
-        candidate = plan.candidate
-        for source in plan.sources[:-1]:
+        candidate = job.candidate
+        for i, source in enumerate(sources[:-1]):
             if source.base_offset >= candidate.first_uncleanable_offset:
                 break
-            if _next_base(plan, source) <= candidate.first_dirty_offset:
+            if sources[i + 1].base_offset <= candidate.first_dirty_offset:
                 continue
             if _map_segment(source, candidate.first_dirty_offset, offset_map, throttler, stats, should_stop):
                 break  # full: this pass ends at the last batch mapped
@@ -119,37 +210,36 @@ def clean(plan: CleaningPlan, offset_map: OffsetMap, throttler: Throttler, *, no
         if offset_map.latest_offset < 0:
             return None
         end_offset = offset_map.latest_offset + 1
-        to_clean = [s for s in plan.sources[:-1] if s.base_offset < end_offset]
+        to_clean = [s for s in sources[:-1] if s.base_offset < end_offset]
         by_base = {s.base_offset: s for s in to_clean}
-        for facts_group in group_segments([s.facts for s in to_clean], max_size=plan.config.segment_bytes,
-                                          max_index_size=plan.config.segment_index_bytes,
+        groups: list[tuple[int, list[int]]] = []
+        for facts_group in group_segments([s.facts for s in to_clean], max_size=job.config.segment_bytes,
+                                          max_index_size=job.config.segment_index_bytes,
                                           first_uncleanable=candidate.first_uncleanable_offset):
-            sources = [by_base[f.base_offset] for f in facts_group]
-            cleaned = LogSegment.create(plan.directory, sources[0].base_offset, plan.config, now_ms,
+            group = [by_base[f.base_offset] for f in facts_group]
+            cleaned = LogSegment.create(job.directory, group[0].base_offset, job.config, job.now_ms,
                                         file_suffix=CLEANED_SUFFIX)
-            groups.append(CleanedGroup(cleaned, sources))
-            for source in sources:
+            written.append(cleaned)
+            groups.append((cleaned.base_offset, [s.base_offset for s in group]))
+            for source in group:
                 _clean_into(source, cleaned, offset_map,
-                            retain_deletes=source.facts.last_modified_ms > plan.delete_horizon_ms,
+                            retain_deletes=source.facts.last_modified_ms > job.delete_horizon_ms,
                             last_batch_of_producer=last_batch_of_producer, throttler=throttler, stats=stats,
                             should_stop=should_stop)
             cleaned.on_become_inactive()
             cleaned.flush()
-            cleaned.set_last_modified_ms(sources[-1].facts.last_modified_ms)  # Kafka keeps the sources' mtime
+            cleaned.set_last_modified_ms(group[-1].facts.last_modified_ms)  # Kafka keeps the sources' mtime
+            cleaned.close()
         stats.duration_s = time.monotonic() - stats.started
-        return CleaningResult(end_offset, groups, stats)
+        return CleaningOutcome(end_offset, groups, stats, job.now_ms)
     except BaseException:
-        for group in groups:
-            group.cleaned.delete()
+        for cleaned in written:
+            with contextlib.suppress(OSError):  # the log's directory may be gone by now
+                cleaned.delete()
         raise
 
 
-def _next_base(plan: CleaningPlan, source: SourceSegment) -> int:
-    i = plan.sources.index(source)
-    return plan.sources[i + 1].base_offset if i + 1 < len(plan.sources) else 2**63 - 1
-
-
-def _batches(source: SourceSegment) -> Iterator[tuple[BatchHeader, memoryview]]:
+def _batches(source: _Readable) -> Iterator[tuple[BatchHeader, memoryview]]:
     """Each batch of the segment as planned, read in chunks with pread (no mmap: a segment a follower truncates
     meanwhile would fault a mapping; here it ends the cleaning with an error instead)."""
     size, position = source.facts.size, 0
@@ -164,19 +254,19 @@ def _batches(source: SourceSegment) -> Iterator[tuple[BatchHeader, memoryview]]:
         position += header.size
 
 
-def _read(source: SourceSegment, position: int, length: int) -> bytes:
+def _read(source: _Readable, position: int, length: int) -> bytes:
     length = min(length, source.facts.size - position)
     data = os.pread(source.fd, length, position)
     if len(data) < length:
-        raise OSError(f"{source.segment.log_path} shrank to {position + len(data)} bytes while being cleaned "
+        raise OSError(f"{source.path} shrank to {position + len(data)} bytes while being cleaned "
                       f"(planned at {source.facts.size}): it was truncated")
     return data
 
 
-def _last_batch_of_each_producer(plan: CleaningPlan) -> dict[int, int]:
+def _last_batch_of_each_producer(sources: list[_Readable]) -> dict[int, int]:
     """producer id → base offset of its last batch in the log (the batch whose sequence must survive)."""
     last: dict[int, int] = {}
-    for source in plan.sources:
+    for source in sources:
         for _, header in scan_batch_headers(source.fd, 0, source.facts.size):
             if header.producer_id >= 0:
                 last[header.producer_id] = header.base_offset
@@ -188,7 +278,7 @@ def _kept_whole(header: BatchHeader) -> bool:
     return header.is_control or bool(header.attributes & TRANSACTIONAL_FLAG)
 
 
-def _map_segment(source: SourceSegment, start: int, offset_map: OffsetMap, throttler: Throttler,
+def _map_segment(source: _Readable, start: int, offset_map: OffsetMap, throttler: Throttler,
                  stats: CleanerStats, should_stop: Callable[[], bool]) -> bool:
     """Put the segment's keyed records at or after ``start`` in the map; True when the map filled up."""
     for header, batch in _batches(source):
@@ -212,7 +302,7 @@ def _map_segment(source: SourceSegment, start: int, offset_map: OffsetMap, throt
     return False
 
 
-def _clean_into(source: SourceSegment, cleaned: LogSegment, offset_map: OffsetMap, *, retain_deletes: bool,
+def _clean_into(source: _Readable, cleaned: LogSegment, offset_map: OffsetMap, *, retain_deletes: bool,
                 last_batch_of_producer: dict[int, int], throttler: Throttler, stats: CleanerStats,
                 should_stop: Callable[[], bool]) -> None:
     def keep(offset: int, key: bytes | None, has_value: bool) -> bool:
@@ -245,7 +335,7 @@ def _clean_into(source: SourceSegment, cleaned: LogSegment, offset_map: OffsetMa
                     header.producer_id >= 0 and last_batch_of_producer.get(header.producer_id) == header.base_offset))
             except CodecUnavailable:
                 log.warning("%s: batch at offset %d uses codec %d, not available here; kept whole",
-                            source.segment.log_path, header.base_offset, header.compression)
+                            source.path, header.base_offset, header.compression)
                 written = bytes(batch)
                 stats.batches_kept_whole += 1
             else:

@@ -1,9 +1,12 @@
 """LogCleaner: the cleaner threads (Kafka's LogCleaner with its CleanerThreads), for an asyncio broker.
 
 Each of ``log.cleaner.threads`` workers is an asyncio task: on the loop it asks the manager for the dirtiest
-compacted log and a plan, hands the plan to its own thread (the reading, decompressing, filtering and writing,
-throttled by log.cleaner.io.max.bytes.per.second shared by every worker, as Kafka's one throttler), and back on the
-loop swaps the result in. With nothing to clean it waits log.cleaner.backoff.ms.
+compacted log and a plan, hands the plan to its cleaner worker process (:mod:`broker.log.cleaner.worker`: the
+reading, decompressing, filtering and writing, throttled by log.cleaner.io.max.bytes.per.second, at a lower
+priority, and above all away from the broker's GIL), waits for it on a thread of its own (which only waits on a
+socket), and back on the loop swaps the result in. With nothing to clean it waits log.cleaner.backoff.ms.
+
+``in_process=True`` runs the cleanings on the threads instead, in this process (tests).
 """
 
 from __future__ import annotations
@@ -11,26 +14,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import sys
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from broker.log.cleaner.cleaner import CleaningAborted, clean
+from broker.log.cleaner.cleaner import CleaningAborted, CleaningPlan, CleaningResult, clean
 from broker.log.cleaner.manager import CleanerManager, CleaningReport, TopicPartition
 from broker.log.cleaner.offset_map import OffsetMap
 from broker.log.cleaner.throttler import Throttler
+from broker.log.cleaner.worker import CleanerProcess
 from broker.log.log import Log
 
 log = logging.getLogger(__name__)
 
 DOUBLE_MAX = 1.7976931348623157e308
-# While a cleaner thread runs Python code, the event loop waits for the GIL up to the interpreter's switch interval
-# (5 ms) each time it wants it back; a shorter one while cleanings run brought a produce p99 (acks=all) from 170-190 ms
-# to about 100 ms in most runs, against 23-30 ms without the cleaner (docs/compaction.md: far from the 1.5x target).
-CLEANING_SWITCH_INTERVAL_S = 0.0005
 INT_MAX = 2**31 - 1
 
 
@@ -58,19 +58,24 @@ def cleaner_property_names() -> frozenset[str]:
 
 class LogCleaner:
     def __init__(self, config: CleanerConfig, logs: Callable[[], dict[TopicPartition, Log]],
-                 clock: Callable[[], int], on_cleaned: Callable[[CleaningReport], None] = lambda report: None) -> None:
+                 clock: Callable[[], int], on_cleaned: Callable[[CleaningReport], None] = lambda report: None, *,
+                 in_process: bool = False) -> None:
         self.config = config
         self.manager = CleanerManager(logs, clock)
         self._clock = clock
         self._on_cleaned = on_cleaned
-        self._throttler = Throttler(config.io_max_bytes_per_second)  # one for every thread, as Kafka's
+        self._in_process = in_process
+        self._throttler = Throttler(config.io_max_bytes_per_second)  # in process: one for every thread, as Kafka's
+        # each worker process throttles itself to its share of the rate, so they all together keep to it
+        self.processes = [CleanerProcess(f"kafka-log-cleaner-thread-{i}", config.map_memory_per_thread,
+                                         config.io_buffer_load_factor,
+                                         config.io_max_bytes_per_second / max(1, config.threads))
+                          for i in range(config.threads)] if not in_process else []
         self._stopping = threading.Event()
         self._wake = asyncio.Event()
         self._executor: ThreadPoolExecutor | None = None
         self._tasks: list[asyncio.Task] = []
         self.cleanings = 0
-        self._running = 0
-        self._switch_interval = sys.getswitchinterval()
 
     def startup(self) -> None:
         if not self.config.enable or self.config.threads == 0:
@@ -86,12 +91,22 @@ class LogCleaner:
         """Look for dirty logs now instead of at the end of the backoff (tests, tools)."""
         self._wake.set()
 
+    def worker_pids(self) -> list[int]:
+        """The PIDs of the worker processes running now (they start at their first cleaning)."""
+        return [pid for process in self.processes if (pid := process.pid) is not None]
+
     async def _work(self, index: int) -> None:
-        offset_map = OffsetMap(self.config.map_memory_per_thread, self.config.io_buffer_load_factor)
+        if self._in_process:
+            offset_map = OffsetMap(self.config.map_memory_per_thread, self.config.io_buffer_load_factor)
+            run: Callable[[CleaningPlan, int], CleaningResult | None] = lambda plan, now_ms: clean(  # noqa: E731
+                plan, offset_map, self._throttler, now_ms=now_ms, should_stop=self._stopping.is_set)
+        else:
+            process = self.processes[index]
+            run = process.clean
         while not self._stopping.is_set():
             cleaned = False
             try:
-                cleaned = await self._clean_filthiest(offset_map)
+                cleaned = await self._clean_filthiest(run, index)
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -101,21 +116,25 @@ class LogCleaner:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), self.config.backoff_ms / 1000)
 
-    async def _clean_filthiest(self, offset_map: OffsetMap) -> bool:
+    async def _clean_filthiest(self, run: Callable[[CleaningPlan, int], CleaningResult | None], index: int) -> bool:
+        started = time.perf_counter()
         grabbed = self.manager.grab_filthiest()
         if grabbed is None:
             return False
         opened, candidate = grabbed
         plan = self.manager.plan(opened, candidate)
+        plan_s = time.perf_counter() - started
         assert self._executor is not None
-        if self._running == 0:
-            self._switch_interval = sys.getswitchinterval()
-            sys.setswitchinterval(CLEANING_SWITCH_INTERVAL_S)
-        self._running += 1
+        if not self._in_process:
+            try:
+                self.processes[index].start()  # here, on the loop's thread: the worker dies with it
+            except OSError:  # no fault of the log's: not marked uncleanable, tried again after the backoff
+                log.exception("log cleaner %d cannot start its worker process", index)
+                self.manager.abandoned(opened, plan)
+                return False
         try:
-            result = await asyncio.get_running_loop().run_in_executor(
-                self._executor, lambda: clean(plan, offset_map, self._throttler, now_ms=self._clock(),
-                                              should_stop=self._stopping.is_set))
+            now_ms = self._clock()
+            result = await asyncio.get_running_loop().run_in_executor(self._executor, lambda: run(plan, now_ms))
         except CleaningAborted:
             self.manager.abandoned(opened, plan)
             return False
@@ -130,28 +149,33 @@ class LogCleaner:
                           opened.topic, opened.partition)
             self.manager.failed(opened, plan)
             return False
-        finally:
-            self._running -= 1
-            if self._running == 0:
-                sys.setswitchinterval(self._switch_interval)
+        started = time.perf_counter()
         report = self.manager.done_cleaning(opened, plan, result)
+        swap_s = time.perf_counter() - started
         if report is None:
             return False
         self.cleanings += 1
         log.info("%s-%d: cleaned offsets [%d, %d): %d segments (%d bytes) into %d (%d bytes), %d of %d records kept, "
-                 "%d keys, %.0f ms", report.topic, report.partition, report.first_dirty_offset, report.end_offset,
-                 report.segments_before, report.bytes_before, report.segments_after, report.bytes_after,
-                 report.records_kept, report.records_read, report.keys, report.duration_ms)
+                 "%d keys, %.0f ms in process %d; on the loop: choice and plan %.1f ms, swap and checkpoint %.1f ms",
+                 report.topic, report.partition, report.first_dirty_offset, report.end_offset, report.segments_before,
+                 report.bytes_before, report.segments_after, report.bytes_after, report.records_kept,
+                 report.records_read, report.keys, report.duration_ms, report.cleaner_pid, plan_s * 1000,
+                 swap_s * 1000)
         self._on_cleaned(report)
         return True
 
     async def shutdown(self) -> None:
-        """Stop the workers; a cleaning in progress stops at its next batch and leaves no ``.cleaned`` file."""
+        """Stop the workers; a cleaning in progress stops at its next batch and leaves no ``.cleaned`` file; the
+        worker processes exit (killed by their PIDs if they do not)."""
         self._stopping.set()
         self._wake.set()
+        for process in self.processes:
+            process.stop()
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+        for process in self.processes:
+            await asyncio.to_thread(process.close)
         if self._executor is not None:
             self._executor.shutdown(wait=True)
 

@@ -1,8 +1,8 @@
 """CleanerManager: the loop's side of the cleaner (Kafka's LogCleanerManager): which compacted log is dirtiest, the
 plan a cleaner thread works from, the swap of its result into the log, and ``cleaner-offset-checkpoint``.
 
-Everything here runs on the broker's event loop, which owns the logs; only :func:`broker.log.cleaner.cleaner.clean`
-runs on a cleaner thread.
+Everything here runs on the broker's event loop, which owns the logs; only the cleaning's work
+(:func:`broker.log.cleaner.cleaner.clean_job`) runs elsewhere, in a cleaner worker process.
 """
 
 from __future__ import annotations
@@ -53,6 +53,7 @@ class CleaningReport:
     keys: int
     duration_ms: float
     dirty_bytes: int
+    cleaner_pid: int = 0  # the process that did the work: a cleaner worker process, this one in tests
 
 
 def segment_facts(log_: Log, *, with_timestamps: bool) -> list[SegmentFacts]:
@@ -124,7 +125,7 @@ class CleanerManager:
         return by_tp[tp], chosen
 
     def plan(self, opened: Log, candidate: LogToClean) -> CleaningPlan:
-        """What the cleaner thread reads: every segment now, each through a file descriptor of the plan's own."""
+        """What the cleaning reads: every segment now, each through a file descriptor of the plan's own."""
         facts = segment_facts(opened, with_timestamps=False)
         sources = [SourceSegment(segment, fact, os.dup(segment.fd)) for segment, fact in zip(
             opened.segments, facts, strict=True)]
@@ -156,7 +157,7 @@ class CleanerManager:
                 segments_before=sum(len(g.sources) for g in result.groups), segments_after=len(result.groups),
                 bytes_before=before, bytes_after=sum(g.cleaned.size for g in result.groups),
                 records_read=stats.records_read, records_kept=stats.records_kept, keys=stats.keys,
-                duration_ms=stats.duration_s * 1000, dirty_bytes=stats.map_bytes_read)
+                duration_ms=stats.duration_s * 1000, dirty_bytes=stats.map_bytes_read, cleaner_pid=stats.pid)
         finally:
             plan.close()
             self.in_progress.discard(tp)

@@ -1,0 +1,110 @@
+"""Produce latency with and without the log cleaner (issue 21's target: p99 with it under 1.5x the figure without).
+
+``python -m cluster.bench.compaction_latency [--seconds 30] [--interval-ms 2] [--rounds 1]``
+
+For each setting (``log.cleaner.enable=false``, then true), a fresh 3-broker cluster (classroom profile: the cleaner
+looks for dirty logs every second), one compacted partition (RF 3, 1 MiB segments, min.cleanable.dirty.ratio 0.5),
+and one confluent-kafka producer with acks=all and linger.ms=0 sending a 500-byte record over 100 keys every
+``--interval-ms`` for ``--seconds``. Latency is send -> delivery callback. The cleanings are counted from the
+brokers' logs. Prints p50, p99 and max of each setting and the ratio of the p99s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import time
+
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from cluster.bench.cluster_run import temporary_cluster
+from cluster.bench.measure import percentile
+
+TOPIC = "compaction-latency"
+TOPIC_CONFIG = {"cleanup.policy": "compact", "segment.bytes": str(1 << 20), "min.cleanable.dirty.ratio": "0.5",
+                "min.insync.replicas": "2"}
+CLEANED = re.compile(r"cleaned offsets \[")
+ON_LOOP = re.compile(r"on the loop: choice and plan ([0-9.]+) ms, swap and checkpoint ([0-9.]+) ms")
+
+
+def _create_topic(bootstrap: str, timeout_s: float = 60.0) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(TOPIC, 1, 3, config=TOPIC_CONFIG)])[TOPIC].result(timeout=timeout_s)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        topic = admin.list_topics(TOPIC, timeout=5).topics.get(TOPIC)
+        if topic is not None and topic.error is None and all(
+                p.leader >= 0 and len(p.isrs) == 3 for p in topic.partitions.values()) and topic.partitions:
+            return
+        time.sleep(0.05)
+    raise TimeoutError(f"{TOPIC} has no leader with a full ISR after {timeout_s:.0f} s")
+
+
+def run_once(cleaner: bool, seconds: float, interval_ms: float, value_bytes: int = 500, keys: int = 100) -> dict:
+    overrides = {"log.cleaner.enable": "true" if cleaner else "false"}
+    with temporary_cluster(3, "classroom", overrides=overrides, prefix="kafkasim-compaction-latency-") as (
+            spec, layout):
+        _create_topic(spec.bootstrap_servers)
+        producer = Producer({"bootstrap.servers": spec.bootstrap_servers, "acks": "all", "linger.ms": 0,
+                             "enable.idempotence": False})
+        latencies: list[float] = []
+        failures = []
+
+        def delivered(sent: float):
+            def callback(error, _message) -> None:
+                if error is None:
+                    latencies.append((time.perf_counter() - sent) * 1000)
+                else:
+                    failures.append(error)
+            return callback
+
+        value = os.urandom(value_bytes // 2).hex().encode()
+        for i in range(20):  # connection and metadata up before the clock
+            producer.produce(TOPIC, value, key=f"key-{i % keys}".encode())
+        producer.flush(30)
+        interval = interval_ms / 1000
+        started = time.perf_counter()
+        count = int(seconds / interval)
+        for i in range(count):
+            due = started + i * interval
+            while (now := time.perf_counter()) < due:
+                producer.poll(due - now)
+            producer.produce(TOPIC, value, key=f"key-{i % keys}".encode(), on_delivery=delivered(time.perf_counter()))
+            producer.poll(0)
+        remaining = producer.flush(60)
+        del producer
+        logs = [layout.broker_log(b.broker_id).read_text(errors="replace") for b in spec.brokers
+                if layout.broker_log(b.broker_id).exists()]
+        cleanings = sum(len(CLEANED.findall(text)) for text in logs)
+        on_loop = [(float(plan), float(swap)) for text in logs for plan, swap in ON_LOOP.findall(text)]
+    if remaining or failures:
+        raise RuntimeError(f"{remaining} records not delivered, {len(failures)} failed: {failures[:3]}")
+    return {"cleaner": cleaner, "records": len(latencies), "p50": percentile(latencies, 50),
+            "p99": percentile(latencies, 99), "max": max(latencies), "cleanings": cleanings,
+            "load": os.getloadavg()[0], "plan_max": max((p for p, _ in on_loop), default=0.0),
+            "swap_max": max((s for _, s in on_loop), default=0.0)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seconds", type=float, default=30.0)
+    parser.add_argument("--interval-ms", type=float, default=2.0)
+    parser.add_argument("--rounds", type=int, default=1, help="pairs of runs (cleaner off, on)")
+    args = parser.parse_args()
+    for _ in range(args.rounds):
+        results = [run_once(cleaner, args.seconds, args.interval_ms) for cleaner in (False, True)]
+        for r in results:
+            print(f"cleaner {'on ' if r['cleaner'] else 'off'}: {r['records']} records, p50 {r['p50']:.1f} ms, "
+                  f"p99 {r['p99']:.1f} ms, max {r['max']:.1f} ms, {r['cleanings']} cleanings, "
+                  f"load average {r['load']:.1f}"
+                  + (f"; longest on a broker's loop: choice+plan {r['plan_max']:.1f} ms, swap+checkpoint "
+                     f"{r['swap_max']:.1f} ms" if r["cleanings"] else ""),
+                  flush=True)
+        print(f"p99 with the cleaner / without: {results[1]['p99'] / results[0]['p99']:.2f}x (target < 1.5x)",
+              flush=True)
+
+
+if __name__ == "__main__":
+    main()
