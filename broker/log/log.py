@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import re
 import shutil
 from bisect import bisect_right
@@ -45,6 +46,7 @@ from broker.log.record_batch import (
 )
 from broker.log.retention import deletable_segments
 from broker.log.segment import CLEANED_SUFFIX, SWAP_SUFFIX, LogSegment
+from broker.log.transactions import AbortedTxn, TransactionTracker, control_record_type, last_stable_offset
 
 log = logging.getLogger(__name__)
 
@@ -166,6 +168,12 @@ class Log:
         self._flushed_offset_file = OffsetCheckpointFile(directory / FLUSHED_OFFSET_CHECKPOINT)
         self._flushed_offset = self._recovery_point
         self.leader_epoch_cache = leader_epoch_cache
+        self._txns = TransactionTracker()
+        # replayed from the batches on first use, not at open, so start-up stays as fast as before transactions;
+        # at once when recovery re-validated segments, whose .txnindex is then rebuilt (as Kafka's recovery does)
+        self._txns_loaded = False
+        if any(segment.txn_index_needs_rebuild for segment in segments):
+            self._replay_transactions()
 
     # ----------------------------------------------------------------------------------------- open
 
@@ -331,12 +339,15 @@ class Log:
         directory: a leader answers KAFKA_STORAGE_ERROR there, never a verdict on the batch's sequence."""
 
     @_storage_guarded("appending records to")
-    def append_as_leader(self, records: bytes | bytearray | memoryview, leader_epoch: int) -> LogAppendInfo | None:
+    def append_as_leader(self, records: bytes | bytearray | memoryview, leader_epoch: int, *,
+                         from_coordinator: bool = False) -> LogAppendInfo | None:
         """Validate a producer's record set, assign offsets from the LEO, store it.
 
         Only baseOffset and partitionLeaderEpoch change (plus maxTimestamp and the CRC when the topic
         uses LogAppendTime). Raises InvalidRecordBatchError and writes nothing if any batch is bad.
         Returns None for an empty record set, which Kafka also accepts as a no-op.
+        ``from_coordinator``: Kafka's AppendOrigin.Coordinator, the transaction markers a coordinator has the
+        leader write (control batches, which a client's batches may not be); no client rule applies to them.
         """
         config = self.config
         batches = split_record_set(records, max_message_bytes=config.max_message_bytes)
@@ -344,7 +355,7 @@ class Log:
             return None
         now = self._clock()
         log_append_time = config.message_timestamp_type == TimestampType.LOG_APPEND_TIME
-        for _, header in batches:
+        for _, header in batches if not from_coordinator else ():
             check_client_batch(
                 header,
                 log_append_time=log_append_time,
@@ -414,6 +425,12 @@ class Log:
         segment = self._maybe_roll(len(data), max_timestamp, first_offset, last_offset)
         segment.append(data, batches)
         self._log_end_offset = last_offset + 1
+        if any(header.producer_id >= 0 for _, header in batches):
+            self._ensure_transactions(until=first_offset)  # the batches just written are applied below
+            typed = [(header, control_record_type(memoryview(data)[position:position + header.size])
+                      if header.is_control else None) for position, header in batches]
+            for aborted in self._txns.append(typed):
+                segment.txn_index.append(aborted)
         for _, header in batches:
             if header.partition_leader_epoch >= 0:
                 self.leader_epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
@@ -437,6 +454,67 @@ class Log:
 
     def end_offset_for_epoch(self, leader_epoch: int) -> tuple[int, int]:
         return self.leader_epoch_cache.end_offset_for(leader_epoch)
+
+    # ---------------------------------------------------------------------------------- transactions
+
+    def _ensure_transactions(self, until: int | None = None) -> None:
+        """Replay the log's transactions (below ``until``) unless done since the open or the last truncation."""
+        if not self._txns_loaded:
+            self._replay_transactions(until)
+
+    @_storage_guarded("loading the transactions of")
+    def _replay_transactions(self, until: int | None = None) -> None:
+        """The transactions open and completed in the log, replayed from its batches below ``until`` (default: all;
+        Kafka loads a producer snapshot and replays from it; there are no snapshots here). Segments that recovery
+        re-validated get their ``.txnindex`` rebuilt on the way, as Kafka's LogSegment.recover does."""
+        self._txns.clear()
+        self._txns_loaded = True
+        for segment in self._segments:
+            rebuild = segment.txn_index_needs_rebuild
+            if rebuild:
+                segment.txn_index.reset()
+            for position, header in scan_batch_headers(segment.fd, 0, segment.size):
+                if until is not None and header.base_offset >= until:
+                    break
+                if header.producer_id < 0:
+                    continue
+                control_type = None
+                if header.is_control:
+                    control_type = control_record_type(os.pread(segment.fd, header.size, position))
+                for aborted in self._txns.append([(header, control_type)]):
+                    if rebuild:
+                        segment.txn_index.append(aborted)
+            segment.txn_index_needs_rebuild = False
+
+    def first_unstable_offset(self, high_watermark: int) -> int | None:
+        """The first offset of the earliest transaction open, or decided but with its marker not yet below the
+        high watermark (Kafka's ProducerStateManager.firstUnstableOffset); None when there is none."""
+        self._ensure_transactions()
+        first = self._txns.first_unstable_offset(high_watermark)
+        return None if first is None else max(first, self._log_start_offset)
+
+    def last_stable_offset(self, high_watermark: int) -> int:
+        """LSO = the first unstable offset if below the high watermark, else the high watermark."""
+        return last_stable_offset(high_watermark, self.first_unstable_offset(high_watermark))
+
+    @property
+    def ongoing_transactions(self) -> dict[int, int]:
+        """Producer id -> first offset of its open transaction."""
+        self._ensure_transactions()
+        return self._txns.ongoing
+
+    @_storage_guarded("reading the transaction index of")
+    def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
+        """Kafka's Log.collectAbortedTransactions: the aborted transactions overlapping [start, upper bound), from
+        the ``.txnindex`` of the segment holding ``start_offset`` on, until one entry's LSO reaches the bound."""
+        self._ensure_transactions()
+        found: list[AbortedTxn] = []
+        for segment in self._segments[self._segment_index(start_offset):]:
+            entries, complete = segment.txn_index.collect(start_offset, upper_bound_offset)
+            found.extend(entries)
+            if complete:  # not before: a transaction begun below the bound may end in any later segment
+                break
+        return found
 
     def batch_headers(self) -> Iterator[BatchHeader]:
         for segment in self.segments:
@@ -585,6 +663,7 @@ class Log:
         self._log_start_offset = min(self._log_start_offset, self._log_end_offset)
         self._recovery_point = min(self._recovery_point, self._log_end_offset)
         self.leader_epoch_cache.truncate_from_end(self._log_end_offset)
+        self._txns_loaded = False  # the open and decided transactions are replayed again when next needed
         if self.config.simulate_unflushed_loss and self._flushed_offset > self._log_end_offset:
             self._record_flushed_offset(self._log_end_offset)
         self.delete_expired_files()
@@ -671,6 +750,12 @@ class Log:
                 first + len(old_segments) >= len(self._segments) or cleaned.base_offset != old_segments[0].base_offset:
             raise ValueError(f"{self.topic}-{self.partition}: the cleaned segment {cleaned} does not replace "
                              f"consecutive inactive segments {old_segments}")
+        # the aborted transactions of the replaced segments stay indexed (the cleaner keeps their markers until the
+        # delete horizon; Kafka's CleanedTransactionMetadata indexes those it meets, here all are carried over)
+        self._ensure_transactions()  # the replaced segments' indexes rebuilt first if recovery reset them
+        for old in old_segments:
+            for entry in old.txn_index.entries:
+                cleaned.txn_index.append(entry)
         cleaned.change_file_suffixes(CLEANED_SUFFIX, SWAP_SUFFIX)
         fsync_directory(self.directory)
         self._remove_segments(old_segments)

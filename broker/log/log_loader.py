@@ -9,6 +9,7 @@ from pathlib import Path
 from broker.log.config import LogConfig
 from broker.log.errors import CorruptIndexError
 from broker.log.record_batch import MalformedBatch
+from broker.log.transactions import TXN_INDEX_SUFFIX
 from broker.log.segment import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
@@ -23,7 +24,7 @@ from broker.log.segment import (
 
 log = logging.getLogger(__name__)
 
-_SEGMENT_FILE = re.compile(r"^(\d{20})(\.log|\.index|\.timeindex)$")
+_SEGMENT_FILE = re.compile(r"^(\d{20})(\.log|\.index|\.timeindex|\.txnindex)$")
 _STRAY_SUFFIXES = (DELETED_SUFFIX, CLEANED_SUFFIX, ".tmp")
 
 
@@ -130,7 +131,7 @@ def _remove_stray_files(directory: Path) -> None:
             match = _SEGMENT_FILE.match(name)
             if (
                 match
-                and match.group(2) in (INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+                and match.group(2) in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
                 and f"{match.group(1)}{LOG_SUFFIX}" not in names
             ):
                 log.info("removing %s: its log file is missing", path)
@@ -153,7 +154,7 @@ def _complete_swaps(directory: Path, config: LogConfig, now_ms: int) -> None:
             match = _SEGMENT_FILE.match(old.name)
             if match and match.group(2) == LOG_SUFFIX and base <= int(match.group(1)) < end:
                 log.info("completing the swap of %s: removing %s, which it replaces", path, old)
-                for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
                     (directory / segment_file_name(int(match.group(1)), suffix)).unlink(missing_ok=True)
         swapped.change_file_suffixes(SWAP_SUFFIX, "")
         swapped.close()

@@ -187,6 +187,9 @@ def check_client_batch(
         )
     if header.is_control:
         raise invalid(ErrorCode.invalid_record, "is a control batch; producers may not write those")
+    if header.attributes & TRANSACTIONAL_FLAG and header.producer_id < 0:
+        # a transaction is a producer's (ProducerStateManager keys it by producer id)
+        raise invalid(ErrorCode.invalid_record, "is transactional but has no producer id")
     if header.producer_id >= 0 and header.base_sequence < 0:
         raise invalid(ErrorCode.invalid_record, f"of producer {header.producer_id} has no base sequence")
     if log_append_time:

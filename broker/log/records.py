@@ -15,6 +15,7 @@ import crc32c
 
 from broker.log.record_batch import (
     ATTRIBUTES_OFFSET,
+    CONTROL_FLAG,
     CRC_OFFSET,
     HEADER,
     HEADER_SIZE,
@@ -26,6 +27,7 @@ from broker.log.record_batch import (
     TRANSACTIONAL_FLAG,
     parse_header,
 )
+from broker.log.transactions import ABORT, COMMIT, control_record
 
 NONE, GZIP = 0, 1
 
@@ -52,6 +54,7 @@ def build_batch(
     producer_epoch: int = -1,
     base_sequence: int = -1,
     transactional: bool = False,
+    control: bool = False,
 ) -> bytes:
     """A complete record batch v2 (as a producer would send it, with offset deltas 0..n-1)."""
     if not records:
@@ -69,6 +72,8 @@ def build_batch(
         attributes |= TIMESTAMP_TYPE_FLAG
     if transactional:
         attributes |= TRANSACTIONAL_FLAG
+    if control:
+        attributes |= CONTROL_FLAG
     max_timestamp = max(r.timestamp for r in records)
     header = HEADER.pack(
         base_offset,
@@ -88,6 +93,25 @@ def build_batch(
     batch = bytearray(header) + body
     struct.pack_into(">I", batch, CRC_OFFSET, crc32c.crc32c(memoryview(batch)[ATTRIBUTES_OFFSET:]))
     return bytes(batch)
+
+
+def build_end_txn_marker(
+    *,
+    producer_id: int,
+    producer_epoch: int,
+    abort: bool,
+    coordinator_epoch: int = 0,
+    timestamp: int = 0,
+    base_offset: int = 0,
+    partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+) -> bytes:
+    """A transaction marker as the coordinator has a leader write it: a control batch (transactional and control
+    bits), base sequence -1, one record whose key is ControlRecordType (version 0, ABORT 0 / COMMIT 1) and whose
+    value is EndTransactionMarker (version 0, coordinator epoch)."""
+    key, value = control_record(ABORT if abort else COMMIT, coordinator_epoch)
+    return build_batch([Record(key, value, timestamp)], base_offset=base_offset,
+                       partition_leader_epoch=partition_leader_epoch, producer_id=producer_id,
+                       producer_epoch=producer_epoch, base_sequence=-1, transactional=True, control=True)
 
 
 def record_offsets_and_timestamps(batch: bytes | bytearray | memoryview) -> Iterator[tuple[int, int]]:

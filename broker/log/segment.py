@@ -1,4 +1,4 @@
-"""LogSegment: one ``<base offset>.log`` file with its ``.index`` and ``.timeindex``."""
+"""LogSegment: one ``<base offset>.log`` file with its ``.index``, ``.timeindex`` and (after an abort) ``.txnindex``."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from broker.log.record_batch import (
 )
 from broker.log.records import CompressionUnavailable, record_offsets_and_timestamps
 from broker.log.time_index import TimeIndex
+from broker.log.transactions import TXN_INDEX_SUFFIX, TransactionIndex
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +59,11 @@ class LogSegment:
         self.size = os.fstat(self._fd).st_size
         self.offset_index = OffsetIndex(index_path, base_offset, config.segment_index_bytes)
         self.time_index = TimeIndex(time_index_path, base_offset, config.segment_index_bytes)
+        # the aborted transactions whose marker is here; created on the first abort (Kafka's lazy TransactionIndex)
+        self.txn_index = TransactionIndex(directory / segment_file_name(base_offset, TXN_INDEX_SUFFIX + file_suffix),
+                                          new=new)
+        # set by recover(): the log replays this segment's transactions into the emptied .txnindex
+        self.txn_index_needs_rebuild = False
         self.created_ms = created_ms
         self._index_interval_bytes = config.index_interval_bytes
         self._bytes_since_last_index_entry = 0
@@ -98,6 +104,10 @@ class LogSegment:
         """
         if self._indexes_missing:
             raise CorruptIndexError(f"index files of {self.log_path} are missing")
+        try:
+            self.txn_index.sanity_check(self.base_offset)
+        except ValueError as e:
+            raise CorruptIndexError(str(e)) from None
         self.offset_index.load(self.size)
         self.time_index.load()
         if self.time_index.entries > self.offset_index.entries + 1:
@@ -122,6 +132,8 @@ class LogSegment:
         """
         self.offset_index.reset()
         self.time_index.reset()
+        self.txn_index.reset()
+        self.txn_index_needs_rebuild = True
         self._bytes_since_last_index_entry = 0
         self._max_timestamp = (NO_TIMESTAMP, self.base_offset)
         self._first_batch_timestamp = None
@@ -335,6 +347,7 @@ class LogSegment:
             return 0
         position, header = found
         self.offset_index.truncate_to(header.base_offset)
+        self.txn_index.truncate_to(header.base_offset)
         self.reopen_as_active()
         removed = self.size - position
         os.ftruncate(self.fd, position)
@@ -354,6 +367,7 @@ class LogSegment:
         os.fsync(self.fd)
         self.offset_index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     def close(self) -> None:
         self.offset_index.close()
@@ -365,7 +379,7 @@ class LogSegment:
     def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
         """Rename the three files from ``<name><old_suffix>`` to ``<name><new_suffix>``; the indexes first, so a
         log file under the new name means its indexes were renamed too (the swap's commit point is the log)."""
-        for index in (self.offset_index, self.time_index):
+        for index in (self.offset_index, self.time_index, self.txn_index):
             index.rename(index.path.with_name(index.path.name.removesuffix(old_suffix) + new_suffix))
         new_log_path = self.log_path.with_name(self.log_path.name.removesuffix(old_suffix) + new_suffix)
         os.replace(self.log_path, new_log_path)
@@ -384,7 +398,7 @@ class LogSegment:
         new_log_path = self.log_path.with_name(self.log_path.name + DELETED_SUFFIX)
         os.replace(self.log_path, new_log_path)
         self.log_path = new_log_path
-        for index in (self.offset_index, self.time_index):
+        for index in (self.offset_index, self.time_index, self.txn_index):
             if index.path.exists():
                 index.rename(index.path.with_name(index.path.name + DELETED_SUFFIX))
 
@@ -393,6 +407,7 @@ class LogSegment:
         self.log_path.unlink(missing_ok=True)
         self.offset_index.delete()
         self.time_index.delete()
+        self.txn_index.delete()
 
     def __repr__(self) -> str:
         return f"LogSegment(base_offset={self.base_offset}, size={self.size}, next_offset={self._next_offset})"

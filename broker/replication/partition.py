@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from kio.schema.errors import ErrorCode
 
 from broker.log.record_batch import BatchHeader, parse_header
+from broker.log.transactions import is_transactional, last_stable_offset
 from broker.replication.producer_state import Decision, ProducerStateManager, increment_sequence
 from broker.replication.replica_log import AppendInfo, LogRegion, ReplicaLog
 
@@ -32,7 +33,8 @@ class PartitionError(Exception):
 
 class FetchIsolation(enum.Enum):
     LOG_END = "log_end"  # followers read everything the leader has
-    HIGH_WATERMARK = "high_watermark"  # consumers read only committed records
+    HIGH_WATERMARK = "high_watermark"  # consumers read only committed records (read_uncommitted)
+    TXN_COMMITTED = "txn_committed"  # read_committed consumers stop at the last stable offset
 
 
 @dataclass
@@ -91,6 +93,9 @@ class LogReadResult:
     high_watermark: int
     log_start_offset: int
     log_end_offset: int
+    last_stable_offset: int = -1
+    # read_committed only: (producer id, first offset) of the aborted transactions overlapping the records read
+    aborted_transactions: tuple[tuple[int, int], ...] | None = None
 
     @property
     def size(self) -> int:
@@ -136,6 +141,12 @@ class Partition:
     @property
     def log_end_offset(self) -> int:
         return self.log.log_end_offset
+
+    @property
+    def last_stable_offset(self) -> int:
+        """Kafka's Log.lastStableOffset: the first offset of the earliest transaction not yet decided with its
+        marker replicated, when that is below the high watermark; else the high watermark."""
+        return last_stable_offset(self.high_watermark, self.log.first_unstable_offset(self.high_watermark))
 
     # --- becoming leader or follower ---------------------------------------------------------------
 
@@ -198,9 +209,12 @@ class Partition:
                                  f"broker {self.local_broker_id} is not the leader of {self.topic}-{self.partition}")
 
     def append_records_to_leader(self, records: bytes, required_acks: int, min_insync_replicas: int,
-                                 now_ms: int) -> AppendInfo | None:
+                                 now_ms: int, *, from_coordinator: bool = False) -> AppendInfo | None:
         self.check_enough_isr(required_acks, min_insync_replicas)
-        info = self.log.append_as_leader(records, self.leader_epoch)
+        if from_coordinator:
+            info = self.log.append_as_leader(records, self.leader_epoch, from_coordinator=True)
+        else:
+            info = self.log.append_as_leader(records, self.leader_epoch)
         if info is not None:
             self._record_producer_batches(records, info.first_offset)
         self.maybe_increment_high_watermark(now_ms)
@@ -211,7 +225,8 @@ class Partition:
         if header.producer_id < 0:
             return None
         decision = self.producer_state.check(header.producer_id, header.producer_epoch, header.base_sequence,
-                                             increment_sequence(header.base_sequence, header.last_offset_delta))
+                                             increment_sequence(header.base_sequence, header.last_offset_delta),
+                                             is_transactional(header))
         return None if decision.should_append else decision
 
     def _record_producer_batches(self, records: bytes, first_offset: int | None) -> None:
@@ -366,12 +381,24 @@ class Partition:
         self._require_leader()
         high_watermark = self.high_watermark
         log_start, log_end = self.log.log_start_offset, self.log.log_end_offset
-        bound = log_end if isolation is FetchIsolation.LOG_END else high_watermark
+        if isolation is FetchIsolation.LOG_END:
+            # followers: no LSO needed, and asking for it is a cost on every replica fetch
+            bound, lso = log_end, -1
+        else:
+            lso = self.last_stable_offset
+            bound = lso if isolation is FetchIsolation.TXN_COMMITTED else high_watermark
+        aborted = () if isolation is FetchIsolation.TXN_COMMITTED else None
         if log_start <= fetch_offset == bound:
             # nothing to read: the usual answer to an idle follower, which asks for every partition twice a second
-            return LogReadResult(None, high_watermark, log_start, log_end)
+            return LogReadResult(None, high_watermark, log_start, log_end, lso, aborted)
         region = self.log.read(fetch_offset, max_bytes, max_offset=bound, min_one_message=min_one_message)
-        return LogReadResult(region if region.size else None, high_watermark, log_start, log_end)
+        if isolation is FetchIsolation.TXN_COMMITTED and region.size:
+            # Kafka's upper bound is the offset after the data read; the next batch's offset is not known here
+            # without another lookup, so the LSO (which the data never passes) bounds the search: an entry
+            # listed beyond the data is harmless, the consumer only skips the listed producers' batches
+            aborted = tuple((t.producer_id, t.first_offset)
+                            for t in self.log.collect_aborted_transactions(fetch_offset, bound))
+        return LogReadResult(region if region.size else None, high_watermark, log_start, log_end, lso, aborted)
 
     # --- follower -----------------------------------------------------------------------------------
 

@@ -4,7 +4,11 @@ The leader asks ``check`` before appending a client batch that carries a produce
 batch it appends; a follower ``record``s every batch it replicates, so a new leader still recognises a
 retried batch. The rules are those of ProducerStateEntry, ProducerAppendInfo.checkProducerEpoch /
 checkSequence (core/src/main/scala/kafka/log/ProducerStateManager.scala) and
-Log.analyzeAndValidateProducerState (core/src/main/scala/kafka/log/Log.scala). Transactions are not modelled.
+Log.analyzeAndValidateProducerState (core/src/main/scala/kafka/log/Log.scala). Transactions: each producer's
+open transaction (its first offset, ProducerStateEntry.currentTxnFirstOffset) starts at its first transactional
+batch and ends at its marker; a non-transactional batch while one is open is INVALID_TXN_STATE
+(ProducerAppendInfo.appendDataBatch). The log keeps the partition's transactions (LSO, ``.txnindex``):
+``broker.log.transactions``.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from types import MappingProxyType
 from kio.schema.errors import ErrorCode
 
 from broker.log.record_batch import BatchHeader
+from broker.log.transactions import is_transactional
 
 NUM_BATCHES_TO_RETAIN = 5  # ProducerStateEntry.NumBatchesToRetain: the producer's max.in.flight ceiling
 NO_PRODUCER_EPOCH = -1
@@ -51,6 +56,7 @@ class ProducerStateEntry:
     producer_epoch: int = NO_PRODUCER_EPOCH
     batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=NUM_BATCHES_TO_RETAIN))
     last_timestamp: int = -1
+    current_txn_first_offset: int | None = None  # the first offset of the producer's open transaction
 
     @property
     def last_seq(self) -> int:
@@ -88,9 +94,18 @@ class ProducerStateManager:
     def producers(self) -> Mapping[int, ProducerStateEntry]:
         return MappingProxyType(self._producers)
 
-    def check(self, producer_id: int, producer_epoch: int, base_sequence: int, last_sequence: int) -> Decision:
+    def check(self, producer_id: int, producer_epoch: int, base_sequence: int, last_sequence: int,
+              transactional: bool = False) -> Decision:
         """The leader's verdict on one client batch of producer ``producer_id`` (>= 0) before appending it."""
-        return self.check_batches([(producer_id, producer_epoch, base_sequence, last_sequence)])
+        decision = self.check_batches([(producer_id, producer_epoch, base_sequence, last_sequence)])
+        if decision.should_append and not transactional:
+            entry = self._producers.get(producer_id)
+            if entry is not None and entry.current_txn_first_offset is not None:
+                # ProducerAppendInfo.appendDataBatch: "Expected transactional write from producer"
+                return Decision(ErrorCode.invalid_txn_state,
+                                f"producer {producer_id} sent a non-transactional batch while its transaction "
+                                f"from offset {entry.current_txn_first_offset} is open")
+        return decision
 
     def check_batches(self, batches: Iterable[tuple[int, int, int, int]]) -> Decision:
         """The verdict on a produce record set: (producer_id, epoch, base_sequence, last_sequence) per batch.
@@ -148,24 +163,30 @@ class ProducerStateManager:
         self._refused_for_isr.clear()
 
     def record(self, producer_id: int, producer_epoch: int, base_sequence: int, last_sequence: int,
-               first_offset: int, last_offset: int, timestamp: int) -> None:
-        """A data batch was appended (as leader or follower): it becomes the producer's newest batch."""
+               first_offset: int, last_offset: int, timestamp: int, transactional: bool = False) -> None:
+        """A data batch was appended (as leader or follower): it becomes the producer's newest batch; a
+        transactional one opens the producer's transaction unless one is open."""
         self._refused_for_isr.pop(producer_id, None)
         entry = self._bump_epoch(producer_id, producer_epoch)
         entry.batches.append(BatchMetadata(base_sequence, last_sequence, first_offset, last_offset, timestamp))
         entry.last_timestamp = timestamp
+        if transactional and entry.current_txn_first_offset is None:
+            entry.current_txn_first_offset = first_offset
 
     def record_header(self, header: BatchHeader) -> None:
         """``record`` from a batch header as stored in the log; batches without a producer id are ignored."""
         if header.producer_id < 0:
             return
         if header.is_control:
-            # A transaction marker moves the producer to its epoch but carries no sequence (appendEndTxnMarker).
-            self._bump_epoch(header.producer_id, header.producer_epoch).last_timestamp = header.max_timestamp
+            # A transaction marker moves the producer to its epoch but carries no sequence, and ends its open
+            # transaction (appendEndTxnMarker).
+            entry = self._bump_epoch(header.producer_id, header.producer_epoch)
+            entry.last_timestamp = header.max_timestamp
+            entry.current_txn_first_offset = None
             return
         self.record(header.producer_id, header.producer_epoch, header.base_sequence,
                     increment_sequence(header.base_sequence, header.last_offset_delta),
-                    header.base_offset, header.last_offset, header.max_timestamp)
+                    header.base_offset, header.last_offset, header.max_timestamp, is_transactional(header))
 
     def rebuild(self, headers: Iterable[BatchHeader]) -> None:
         """Forget everything and replay the log's batch headers in offset order (log load, recovery)."""
@@ -184,6 +205,8 @@ class ProducerStateManager:
         for producer_id, entry in list(self._producers.items()):
             while entry.batches and entry.batches[-1].last_offset >= offset:
                 entry.batches.pop()
+            if entry.current_txn_first_offset is not None and entry.current_txn_first_offset >= offset:
+                entry.current_txn_first_offset = None
             if not entry.batches:
                 del self._producers[producer_id]
 

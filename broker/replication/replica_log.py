@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from typing import Protocol, runtime_checkable
 
 from broker.log.record_batch import BatchHeader
+from broker.log.transactions import AbortedTxn
 
 
 class LogRegion(Protocol):
@@ -34,8 +35,10 @@ class ReplicaLog(Protocol):
     @property
     def log_end_offset(self) -> int: ...
 
-    def append_as_leader(self, records: bytes | bytearray | memoryview, leader_epoch: int) -> AppendInfo | None:
-        """Validates a producer's batches, assigns offsets from the LEO and ``leader_epoch``."""
+    def append_as_leader(self, records: bytes | bytearray | memoryview, leader_epoch: int, *,
+                         from_coordinator: bool = False) -> AppendInfo | None:
+        """Validates a producer's batches, assigns offsets from the LEO and ``leader_epoch``; a coordinator's
+        transaction markers (``from_coordinator``) skip the client rules, which refuse control batches."""
 
     def check_online(self) -> None:
         """Raises KafkaStorageError if the log's directory is offline (nothing is appended or judged there)."""
@@ -57,6 +60,13 @@ class ReplicaLog(Protocol):
 
     def end_offset_for_epoch(self, leader_epoch: int) -> tuple[int, int]:
         """(epoch, end offset) as OffsetsForLeaderEpoch answers (KIP-279)."""
+
+    def first_unstable_offset(self, high_watermark: int) -> int | None:
+        """The first offset of the earliest transaction not yet decided and replicated (None: none); the LSO is
+        this offset when it is below the high watermark, else the high watermark."""
+
+    def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
+        """The aborted transactions overlapping [start, upper bound), from the ``.txnindex`` files."""
 
     def batch_headers(self) -> Iterable[BatchHeader]:
         """Every stored batch's header, oldest first (idempotent producers' state is rebuilt from them)."""

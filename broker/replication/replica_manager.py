@@ -184,15 +184,17 @@ class ReplicaIO:
 
     def append_records(self, entries: dict[TopicPartition, bytes], required_acks: int, timeout_ms: int,
                        now_ms: int, respond: Callable[[dict[TopicPartition, ProducePartitionStatus]], None],
-                       check: Callable[[Partition, bytes], ProducePartitionStatus | None] | None = None) -> None:
+                       check: Callable[[Partition, bytes], ProducePartitionStatus | None] | None = None,
+                       from_coordinator: bool = False) -> None:
         """Append each partition's records as leader; ``check`` may answer a partition without appending
-        (an idempotent producer's duplicate or a sequence error)."""
+        (an idempotent producer's duplicate or a sequence error). ``from_coordinator``: transaction markers
+        (Kafka's AppendOrigin.Coordinator), which no client may write."""
         statuses: dict[TopicPartition, ProducePartitionStatus] = {}
         if required_acks not in (-1, 0, 1):
             respond({tp: ProducePartitionStatus(ErrorCode.invalid_required_acks) for tp in entries})
             return
         for tp, records in entries.items():
-            statuses[tp] = status = self._append_one(tp, records, required_acks, now_ms, check)
+            statuses[tp] = status = self._append_one(tp, records, required_acks, now_ms, check, from_coordinator)
             self.topic_stats.record_produce(tp[0], failed=status.error != ErrorCode.none)
             if status.error == ErrorCode.none and status.required_offset >= 0:
                 status.acks_pending = required_acks == -1
@@ -205,8 +207,8 @@ class ReplicaIO:
         self.produce_purgatory.try_complete_else_watch(operation, keys, now_ms)
 
     def _append_one(self, tp: TopicPartition, records: bytes, required_acks: int, now_ms: int,
-                    check: Callable[[Partition, bytes], ProducePartitionStatus | None] | None
-                    ) -> ProducePartitionStatus:
+                    check: Callable[[Partition, bytes], ProducePartitionStatus | None] | None,
+                    from_coordinator: bool = False) -> ProducePartitionStatus:
         try:
             partition = self.leader_partition(tp)
             partition.check_enough_isr(required_acks, self._min_insync(partition), records)
@@ -219,7 +221,8 @@ class ReplicaIO:
             if early is not None:
                 return early
             before = partition.high_watermark
-            info = partition.append_records_to_leader(records, required_acks, self._min_insync(partition), now_ms)
+            info = partition.append_records_to_leader(records, required_acks, self._min_insync(partition), now_ms,
+                                                      from_coordinator=from_coordinator)
         except PartitionError as exc:
             return ProducePartitionStatus(exc.error_code, error_message=str(exc))
         except (InvalidRecordBatchError, KafkaStorageError) as exc:

@@ -57,7 +57,8 @@ class InMemoryLog:
     def log_end_offset(self) -> int:
         return self._log_end_offset
 
-    def append_as_leader(self, records: bytes | bytearray | memoryview, leader_epoch: int) -> MemoryAppendInfo | None:
+    def append_as_leader(self, records: bytes | bytearray | memoryview, leader_epoch: int, *,
+                         from_coordinator: bool = False) -> MemoryAppendInfo | None:
         batches = split_record_set(records, max_message_bytes=None)
         if not batches:
             return None
@@ -141,3 +142,9 @@ class InMemoryLog:
 
     def batch_headers(self) -> Iterator[BatchHeader]:
         return iter([header for header, _ in self._batches])
+
+    def first_unstable_offset(self, high_watermark: int) -> int | None:
+        return None  # the in-memory log models no transactions
+
+    def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list:
+        return []

@@ -38,7 +38,7 @@ from kafka.protocol.consumer import (
     OffsetDeleteResponse,
 )
 from kafka.protocol.metadata import ApiVersionsResponse, MetadataRequest, MetadataResponse
-from kafka.protocol.producer import InitProducerIdResponse, ProduceRequest, ProduceResponse
+from kafka.protocol.producer import InitProducerIdResponse, ProduceRequest, ProduceResponse, WriteTxnMarkersResponse
 from kafka.record import MemoryRecords
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
@@ -59,7 +59,7 @@ RESPONSES: dict[int, type[ApiMessage]] = {
     37: CreatePartitionsResponse, 42: DeleteGroupsResponse, 43: ElectLeadersResponse, 47: OffsetDeleteResponse,
     45: AlterPartitionReassignmentsResponse, 46: ListPartitionReassignmentsResponse,
     60: DescribeClusterResponse, 32: DescribeConfigsResponse, 33: AlterConfigsResponse,
-    44: IncrementalAlterConfigsResponse,
+    44: IncrementalAlterConfigsResponse, 27: WriteTxnMarkersResponse,
 }
 
 

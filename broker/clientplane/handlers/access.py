@@ -21,7 +21,8 @@ from zk.client import ZkClient
 
 @dataclass(frozen=True)
 class ReplicaAccess:
-    """Produce, Fetch, ListOffsets, OffsetForLeaderEpoch, DeleteRecords: the hosted replicas and the loop's clock."""
+    """Produce, Fetch, ListOffsets, OffsetForLeaderEpoch, DeleteRecords, WriteTxnMarkers: the hosted replicas and
+    the loop's clock."""
 
     replica_io: ReplicaIO
     now_ms: Callable[[], int]

@@ -12,20 +12,24 @@ from broker.clientplane.protocol.versions import ApiKey
 from broker.log.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from broker.replication.partition import NO_EPOCH, Partition, PartitionError
 
-NOT_FOUND = (-1, -1, NO_EPOCH)  # timestamp, offset, leader epoch
+NOT_FOUND = (-1, -1, NO_EPOCH)
+READ_COMMITTED = 1  # timestamp, offset, leader epoch
 
 
-def offset_for_timestamp(partition: Partition, timestamp: int) -> tuple[int, int, int]:
-    """Consumers only see committed records, so every answer stays below the high watermark."""
+def offset_for_timestamp(partition: Partition, timestamp: int, isolation_level: int = 0) -> tuple[int, int, int]:
+    """Consumers only see committed records, so every answer stays below the high watermark; read_committed
+    ones (isolation_level 1) see LATEST as the last stable offset (Kafka's fetchOffsetForTimestamp)."""
     high_watermark = partition.high_watermark
     if timestamp == LATEST_TIMESTAMP:
-        return -1, high_watermark, partition.leader_epoch
+        latest = partition.last_stable_offset if isolation_level == READ_COMMITTED else high_watermark
+        return -1, latest, partition.leader_epoch
     if timestamp == EARLIEST_TIMESTAMP:
         start = partition.log.log_start_offset
         epoch = partition.log.leader_epoch_cache.epoch_for_offset(start)
         return -1, start, NO_EPOCH if epoch is None else epoch
     found = partition.log.fetch_offset_by_timestamp(timestamp)
-    if found is None or found.offset >= high_watermark:
+    fetchable = partition.last_stable_offset if isolation_level == READ_COMMITTED else high_watermark
+    if found is None or found.offset >= fetchable:
         return NOT_FOUND
     return found.timestamp, found.offset, NO_EPOCH if found.leader_epoch is None else found.leader_epoch
 
@@ -41,7 +45,8 @@ async def handle_list_offsets(replicas: ReplicaAccess, request: Request):
             try:
                 partition = replicas.replica_io.leader_partition((topic.name, p.partition_index))
                 partition.check_leader_epoch(getattr(p, "current_leader_epoch", None))
-                timestamp, offset, epoch = offset_for_timestamp(partition, p.timestamp)
+                timestamp, offset, epoch = offset_for_timestamp(partition, p.timestamp,
+                                                                getattr(request.body, "isolation_level", 0))
             except PartitionError as exc:
                 error, (timestamp, offset, epoch) = exc.error_code, NOT_FOUND
             partitions.append(build(module.ListOffsetsPartitionResponse, partition_index=p.partition_index,

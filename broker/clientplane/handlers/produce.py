@@ -19,6 +19,7 @@ from broker.group.manager import OFFSETS_TOPIC
 from broker.log.record_batch import (
     CURRENT_MAGIC,
     HEADER_SIZE,
+    TRANSACTIONAL_FLAG,
     BatchHeader,
     MalformedBatch,
     check_batch_at,
@@ -33,7 +34,8 @@ FIRST_VERSION_WITH_ZSTD = 7
 
 
 def validate_records(records: bytes | None, version: int) -> ProducePartitionStatus | None:
-    """Kafka's ProduceRequest.validateRecords (v3+): exactly one batch, magic 2, zstd only from v7."""
+    """Kafka's ProduceRequest.validateRecords (v3+): exactly one batch, magic 2, zstd only from v7; no control
+    batch, no transaction without a producer id (LogValidator)."""
     if not records or len(records) < HEADER_SIZE:
         return ProducePartitionStatus(ErrorCode.invalid_record,
                                       error_message="a produce request must carry exactly one record batch")
@@ -45,6 +47,15 @@ def validate_records(records: bytes | None, version: int) -> ProducePartitionSta
         return ProducePartitionStatus(ErrorCode.invalid_record,
                                       error_message="a produce request must carry exactly one record batch per "
                                                     f"partition (batch of {header.size} in {len(records)} bytes)")
+    if header.is_control or (header.attributes & TRANSACTIONAL_FLAG and header.producer_id < 0):
+        # LogValidator's client rules, which Kafka applies after the CRC check and before the producer's sequence
+        # is looked at: markers are the coordinator's (WriteTxnMarkers), and a transaction belongs to a producer id
+        try:
+            check_batch_at(records, 0, len(records))
+        except MalformedBatch as exc:
+            return ProducePartitionStatus(exc.error_code, error_message=str(exc))
+        what = "a control batch" if header.is_control else "a transactional batch without a producer id"
+        return ProducePartitionStatus(ErrorCode.invalid_record, error_message=f"producers may not write {what}")
     if header.compression == ZSTD and version < FIRST_VERSION_WITH_ZSTD:
         return ProducePartitionStatus(ErrorCode.unsupported_compression_type,
                                       error_message=f"zstd needs Produce v{FIRST_VERSION_WITH_ZSTD}+")

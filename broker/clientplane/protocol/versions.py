@@ -32,6 +32,7 @@ class ApiKey(enum.IntEnum):
     DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
+    WRITE_TXN_MARKERS = 27
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     ALTER_REPLICA_LOG_DIRS = 34
@@ -89,6 +90,8 @@ _RANGES = (
     # Mandatory: kafka-python 3 producers are idempotent by default and fail without it.
     VersionRange(ApiKey.INIT_PRODUCER_ID, 0, 1, 2),
     VersionRange(ApiKey.OFFSET_FOR_LEADER_EPOCH, 2, 3, 4),
+    # the coordinator's markers to partition leaders (issue 20's log side); kio has no v0 schema, Kafka 2.8 has 0-1
+    VersionRange(ApiKey.WRITE_TXN_MARKERS, 0, 1, 1, min_implemented_version=1),
     VersionRange(ApiKey.DESCRIBE_CONFIGS, 1, 3, 4),
     # v2 only moves to the flexible encoding
     VersionRange(ApiKey.ALTER_CONFIGS, 0, 1, 2),

@@ -1,0 +1,80 @@
+"""Partition over the file-backed Log with transactions: the LSO as markers are replicated and the HW advances,
+read_committed reads bounded by it with the aborted transactions of the range, a follower that becomes leader
+with the same transactions, and INVALID_TXN_STATE for a producer mixing batches."""
+
+from __future__ import annotations
+
+from kio.schema.errors import ErrorCode
+
+from broker.log.record_batch import parse_header
+from broker.log.records import Record, build_batch, build_end_txn_marker
+from broker.replication.partition import FetchIsolation
+from tests.broker.support import FOLLOWER, LEADER, RECORD_TIME, T0, leadership, new_partition, open_log
+
+BIG = 1 << 20
+
+
+def txn(producer_id: int, sequence: int, count: int = 2) -> bytes:
+    return build_batch([Record(b"k", b"v", RECORD_TIME)] * count, producer_id=producer_id, producer_epoch=0,
+                       base_sequence=sequence, transactional=True)
+
+
+def marker(producer_id: int, *, abort: bool) -> bytes:
+    return build_end_txn_marker(producer_id=producer_id, producer_epoch=0, abort=abort, timestamp=RECORD_TIME)
+
+
+def leader_partition(tmp_path):
+    partition = new_partition(open_log(tmp_path / "leader"))
+    partition.make_leader(leadership(), T0)
+    return partition
+
+
+def last_offset_read(partition, isolation: FetchIsolation) -> int:
+    read = partition.read_records(0, BIG, isolation=isolation, current_leader_epoch=None)
+    data = read.region.read_bytes() if read.region is not None else b""
+    position, last = 0, -1
+    while position < len(data):
+        header = parse_header(data, position)
+        last, position = header.last_offset, position + header.size
+    return last
+
+
+def test_the_lso_follows_open_transactions_and_replicated_markers(tmp_path):
+    partition = leader_partition(tmp_path)
+    partition.append_records_to_leader(txn(1, 0), 1, 1, T0)  # 0-1
+    partition.append_records_to_leader(txn(2, 0), 1, 1, T0)  # 2-3
+    partition.append_records_to_leader(marker(1, abort=True), 1, 1, T0, from_coordinator=True)  # 4
+    partition.update_follower_fetch_state(FOLLOWER, 5, 0, 5, T0)
+    assert partition.high_watermark == 5
+    assert partition.last_stable_offset == 2  # producer 2's transaction is open from 2
+    read = partition.read_records(0, BIG, isolation=FetchIsolation.TXN_COMMITTED, current_leader_epoch=None)
+    assert (read.last_stable_offset, read.aborted_transactions) == (2, ((1, 0),))
+    assert last_offset_read(partition, FetchIsolation.TXN_COMMITTED) == 1
+    assert last_offset_read(partition, FetchIsolation.HIGH_WATERMARK) == 4
+
+    partition.append_records_to_leader(marker(2, abort=False), 1, 1, T0, from_coordinator=True)  # 5
+    assert partition.last_stable_offset == 2  # the commit marker is not below the HW yet
+    partition.update_follower_fetch_state(FOLLOWER, 6, 0, 6, T0)
+    assert partition.last_stable_offset == partition.high_watermark == 6
+    assert last_offset_read(partition, FetchIsolation.TXN_COMMITTED) == 5
+
+
+def test_a_follower_keeps_the_same_transactions_and_serves_them_as_leader(tmp_path):
+    leader = leader_partition(tmp_path)
+    leader.append_records_to_leader(txn(1, 0), 1, 1, T0)
+    leader.append_records_to_leader(marker(1, abort=True), 1, 1, T0, from_coordinator=True)
+    leader.append_records_to_leader(txn(2, 0), 1, 1, T0)  # 3-4, open
+    follower = new_partition(open_log(tmp_path / "follower"), broker_id=FOLLOWER)
+    follower.make_follower(leadership())
+    data = leader.read_records(0, BIG, isolation=FetchIsolation.LOG_END, current_leader_epoch=None)
+    follower.append_records_to_follower(data.region.read_bytes(), 5, 0)
+    assert (tmp_path / "follower" / "orders-0" / "00000000000000000000.txnindex").read_bytes() == \
+        (tmp_path / "leader" / "orders-0" / "00000000000000000000.txnindex").read_bytes()
+    follower.make_leader(leadership(leader=FOLLOWER, leader_epoch=2, isr=(FOLLOWER, LEADER)), T0)
+    follower.update_follower_fetch_state(LEADER, 5, 0, 5, T0)
+    assert follower.last_stable_offset == 3
+    assert follower.producer_state.producers[2].current_txn_first_offset == 3
+    # producer 2 may not write outside its transaction while it is open
+    plain = build_batch([Record(b"k", b"v", RECORD_TIME)], producer_id=2, producer_epoch=0, base_sequence=2)
+    assert follower.check_producer_batch(parse_header(plain)).error_code is ErrorCode.invalid_txn_state
+    assert follower.check_producer_batch(parse_header(txn(2, 2))) is None
