@@ -156,6 +156,7 @@ class RoleChangeManager:
         if is_leader:
             self.fetchers.remove(tp)
             partition.make_leader(leadership, self.now_ms())
+            self.replica_io.leadership_changed(tp)
         else:
             changed = partition.make_follower(leadership)
             if changed or self.fetchers.fetch_state(tp) is None:
