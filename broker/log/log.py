@@ -666,6 +666,11 @@ class Log:
             self._pending_deletes.append((deadline, segment))
         self._directory_dirty = True
 
+    @property
+    def has_pending_deletes(self) -> bool:
+        """Segments renamed to ``.deleted`` wait for ``file.delete.delay.ms`` (:meth:`delete_expired_files`)."""
+        return bool(self._pending_deletes)
+
     @_storage_guarded("deleting segments of")
     def delete_expired_files(self) -> None:
         """Physically delete segments whose ``file.delete.delay.ms`` has passed."""

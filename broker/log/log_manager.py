@@ -62,6 +62,8 @@ class LogManager:
         self._clock = clock
         self._logs: dict[TopicPartition, Log] = {}
         self._lock_fds: list[int] = []
+        # what each checkpoint file was last written with: an unchanged one is not written (nor fsynced) again
+        self._written: dict[Path, dict[TopicPartition, int]] = {}
 
     @property
     def logs(self) -> dict[TopicPartition, Log]:
@@ -193,8 +195,11 @@ class LogManager:
         return deleted
 
     def delete_expired_files(self) -> None:
+        # the check before the call: the call's storage guard, asked of every log every second, cost an idle broker
+        # more than anything else at a thousand partitions
         for opened in self._logs.values():
-            opened.delete_expired_files()
+            if opened.has_pending_deletes:
+                opened.delete_expired_files()
 
     def checkpoint_recovery_points(self) -> None:
         for log_dir in self.live_log_dirs:
@@ -202,8 +207,7 @@ class LogManager:
 
     def _checkpoint_recovery_points_in(self, log_dir: Path) -> None:
         points = {tp: opened.recovery_point for tp, opened in self._in_dir(log_dir)}
-        with self._io(log_dir, "writing the recovery point checkpoint"):
-            OffsetCheckpointFile(log_dir / RECOVERY_POINT_CHECKPOINT).write(points)
+        self._write_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT, points, "writing the recovery point checkpoint")
 
     def checkpoint_log_start_offsets(self) -> None:
         for log_dir in self.live_log_dirs:
@@ -213,15 +217,23 @@ class LogManager:
                 for tp, opened in self._in_dir(log_dir)
                 if opened.log_start_offset > opened.segments[0].base_offset
             }
-            with self._io(log_dir, "writing the log start offset checkpoint"):
-                OffsetCheckpointFile(log_dir / LOG_START_OFFSET_CHECKPOINT).write(starts)
+            self._write_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT, starts,
+                                   "writing the log start offset checkpoint")
 
     def write_high_watermarks(self, high_watermarks: Mapping[TopicPartition, int]) -> None:
         """replication-offset-checkpoint of each log dir, for the partitions it holds."""
         for log_dir in self.live_log_dirs:
             in_dir = {tp: high_watermarks[tp] for tp, _ in self._in_dir(log_dir) if tp in high_watermarks}
-            with self._io(log_dir, "writing the high watermark checkpoint"):
-                OffsetCheckpointFile(log_dir / REPLICATION_OFFSET_CHECKPOINT).write(in_dir)
+            self._write_checkpoint(log_dir / REPLICATION_OFFSET_CHECKPOINT, in_dir,
+                                   "writing the high watermark checkpoint")
+
+    def _write_checkpoint(self, path: Path, offsets: dict[TopicPartition, int], action: str) -> None:
+        # an idle broker's checkpoints do not change: rewriting and fsyncing them every few seconds is all cost
+        if self._written.get(path) == offsets:
+            return
+        with self._io(path.parent, action):
+            OffsetCheckpointFile(path).write(offsets)
+        self._written[path] = offsets
 
     def read_high_watermarks(self) -> dict[TopicPartition, int]:
         """All checkpointed high watermarks. Raises CorruptCheckpointError."""
