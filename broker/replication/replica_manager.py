@@ -160,6 +160,9 @@ class ReplicaIO:
         self._sessions_of: dict[TopicPartition, set[LeaderFetchSession]] = {}
         # leader partitions where an ISR follower may be behind the LEO: the only ones the ISR expiry looks at
         self._maybe_lagging: set[TopicPartition] = set()
+        # leader partitions with a replica outside the ISR, or an ISR change in flight: a session fetch that does
+        # not name them (nothing changed for the follower) still re-checks whether its follower may join the ISR
+        self._expansion_candidates: set[TopicPartition] = set()
 
     # --- lookup -------------------------------------------------------------------------------------
 
@@ -347,6 +350,8 @@ class ReplicaIO:
         session.last_fetch_ms = now_ms
         if named.partitions:
             self._update_follower_fetch_states(named, now_ms)
+        if self._expansion_candidates:
+            self._maybe_expand_isrs(session)
         respond = self._counting_fetch(named, respond)
         broker_id = self.manager.broker_id
 
@@ -366,6 +371,29 @@ class ReplicaIO:
             lambda touched: session.has_data_or_error(self.hosted, broker_id, touched),
             lambda: respond(read()))
         self.fetch_purgatory.watch(operation, [FetchSessionKey(session.session_id)], now_ms)
+
+    def _maybe_expand_isrs(self, session: LeaderFetchSession) -> None:
+        """Kafka's maybeExpandIsr runs on every fetch of a partition; a session fetch names a partition only when
+        the follower moved, so one whose earlier expansion could not be proposed then (another ISR change in
+        flight, a refused write) is looked at again here, among the few partitions with a replica outside the ISR."""
+        follower_id = session.replica_id
+        for tp in list(self._expansion_candidates):
+            partition = self.hosted.get(tp)
+            if partition is None or not partition.is_leader:
+                self._expansion_candidates.discard(tp)
+                continue
+            if partition.pending_isr is None and all(f in partition.isr for f in partition.followers):
+                self._expansion_candidates.discard(tp)
+                continue
+            if tp in session.positions:
+                proposal = partition.isr_to_expand(follower_id)
+                if proposal is not None:
+                    self._propose(proposal)
+
+    def _propose(self, proposal: IsrProposal) -> None:
+        # the outcome (committed, refused, failed) may leave a replica outside the ISR: re-checked on later fetches
+        self._expansion_candidates.add((proposal.topic, proposal.partition))
+        self.on_isr_proposal(proposal)
 
     @staticmethod
     def _session_params(session: LeaderFetchSession, named: FetchParams,
@@ -439,7 +467,9 @@ class ReplicaIO:
             self.on_follower_fetch(partition, params.replica_id, moved, previous_leo)
             proposal = partition.isr_to_expand(params.replica_id)
             if proposal is not None:
-                self.on_isr_proposal(proposal)
+                self._propose(proposal)
+            elif params.replica_id not in partition.isr:
+                self._expansion_candidates.add(tp)
             if moved:
                 self.wake(tp, True)
 
@@ -474,6 +504,7 @@ class ReplicaIO:
     def attach(self, partition: Partition) -> None:
         self.hosted[partition.topic_partition] = partition
         self._maybe_lagging.add(partition.topic_partition)  # the ISR expiry has a look, if it leads here
+        self._expansion_candidates.add(partition.topic_partition)
 
     def detach(self, tp: TopicPartition) -> Partition | None:
         removed = self.hosted.pop(tp, None)
@@ -501,7 +532,7 @@ class ReplicaIO:
                 continue
             proposal = partition.isr_to_shrink(now_ms)
             if proposal is not None:
-                self.on_isr_proposal(proposal)
+                self._propose(proposal)
             leo = partition.log_end_offset
             if all(f.log_end_offset == leo for f in partition.followers.values() if f.broker_id in partition.isr):
                 self._maybe_lagging.discard(tp)
@@ -509,6 +540,7 @@ class ReplicaIO:
     def leadership_changed(self, tp: TopicPartition) -> None:
         """A partition became leader here (or its epoch changed): its followers have to fetch in the new epoch."""
         self._maybe_lagging.add(tp)
+        self._expansion_candidates.add(tp)
 
     def high_watermarks(self) -> dict[TopicPartition, int]:
         return {tp: partition.high_watermark for tp, partition in self.hosted.items()}

@@ -205,3 +205,14 @@ def test_a_closed_session_stops_watching_its_partitions_and_answers_its_parked_f
     assert parked.only == {} and broker.io.fetch_purgatory.watch_keys() == []
     produce(broker, tp=A)  # nothing watches A for the session any more
     assert TP in broker.io.hosted
+
+
+def test_an_isr_expansion_that_could_not_be_proposed_is_retried_on_a_fetch_that_names_nothing(tmp_path):
+    broker = leader_broker(tmp_path, history=1, isr=(LEADER,), replicas=(LEADER, FOLLOWER), partitions=(0,))
+    broker.io.hosted[A].high_watermark = 1
+    session = LeaderFetchSession(7, FOLLOWER)
+    session_fetch(broker, session, SessionRequest(0, 0, {A: at(1)}, []), T0, max_wait_ms=0)
+    assert [p.isr for p in broker.proposals] == [(LEADER, FOLLOWER)]
+    broker.io.hosted[A].isr_change_failed(broker.proposals[0])  # e.g. ZooKeeper refused the write
+    session_fetch(broker, session, SessionRequest(7, 1, {}, []), T0 + 500, max_wait_ms=0)
+    assert [p.isr for p in broker.proposals] == [(LEADER, FOLLOWER)] * 2
