@@ -160,6 +160,8 @@ class Log:
         self._recovery_point = min(recovery_point, self._log_end_offset)
         self._last_flush_ms = clock()
         self._pending_deletes: list[tuple[int, LogSegment]] = []
+        # told when segments start waiting for file.delete.delay.ms (the log manager then looks only at those logs)
+        self.on_deletes_scheduled: Callable[[Log], None] | None = None
         self._directory_dirty = False
         self._flushed_offset_file = OffsetCheckpointFile(directory / FLUSHED_OFFSET_CHECKPOINT)
         self._flushed_offset = self._recovery_point
@@ -665,6 +667,8 @@ class Log:
             segment.rename_to_deleted()
             self._pending_deletes.append((deadline, segment))
         self._directory_dirty = True
+        if segments and self.on_deletes_scheduled is not None:
+            self.on_deletes_scheduled(self)
 
     @property
     def has_pending_deletes(self) -> bool:

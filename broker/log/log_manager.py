@@ -64,6 +64,8 @@ class LogManager:
         self._lock_fds: list[int] = []
         # what each checkpoint file was last written with: an unchanged one is not written (nor fsynced) again
         self._written: dict[Path, dict[TopicPartition, int]] = {}
+        # logs with segments waiting for file.delete.delay.ms: the only ones delete_expired_files looks at
+        self._pending_deletes: set[Log] = set()
 
     @property
     def logs(self) -> dict[TopicPartition, Log]:
@@ -113,6 +115,7 @@ class LogManager:
                 had_clean_shutdown=had_clean_shutdown,
                 log_dir_failure_channel=self.log_dir_failure_channel,
             )
+            self._watch_deletes(self._logs[tp])
         # Removed only once every log is loaded: a crash during loading recovers again.
         marker.unlink(missing_ok=True)
 
@@ -159,6 +162,7 @@ class LogManager:
             created = Log.open(log_dir / f"{topic}-{partition}", self.config_for(topic), clock=self._clock,
                                log_dir_failure_channel=self.log_dir_failure_channel)
         self._logs[(topic, partition)] = created
+        self._watch_deletes(created)
         log.info("created log %s", created.directory)
         return created
 
@@ -195,11 +199,20 @@ class LogManager:
         return deleted
 
     def delete_expired_files(self) -> None:
-        # the check before the call: the call's storage guard, asked of every log every second, cost an idle broker
-        # more than anything else at a thousand partitions
-        for opened in self._logs.values():
-            if opened.has_pending_deletes:
-                opened.delete_expired_files()
+        # only the logs that scheduled deletions: asking every log every second (through its storage guard) cost
+        # an idle broker more than anything else at a thousand partitions
+        for opened in list(self._pending_deletes):
+            if self._logs.get((opened.topic, opened.partition)) is not opened:
+                self._pending_deletes.discard(opened)  # deleted, or its directory went offline
+                continue
+            opened.delete_expired_files()
+            if not opened.has_pending_deletes:
+                self._pending_deletes.discard(opened)
+
+    def _watch_deletes(self, opened: Log) -> None:
+        opened.on_deletes_scheduled = self._pending_deletes.add
+        if opened.has_pending_deletes:
+            self._pending_deletes.add(opened)
 
     def checkpoint_recovery_points(self) -> None:
         for log_dir in self.live_log_dirs:
