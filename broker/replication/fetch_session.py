@@ -101,7 +101,8 @@ class LeaderFetchSession:
         self.epoch = INITIAL_EPOCH  # the epoch the next request must carry (0 until a full request opened it)
         self.positions: dict[TopicPartition, FetchPosition] = {}
         self.last_fetch_ms = 0
-        self.touched: set[TopicPartition] = set()  # woken since the session's fetch was parked
+        self.touched: set[TopicPartition] = set()  # woken since the session's last answer
+        self.fetches = 0
 
     def update(self, request: SessionRequest) -> tuple[ErrorCode, list[TopicPartition], list[TopicPartition]]:
         """Applies a request: (error, partitions that joined the session, partitions that left it). A full request

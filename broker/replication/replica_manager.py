@@ -33,6 +33,9 @@ from broker.replication.partition import FetchIsolation, IsrProposal, Partition,
 from clusterplane import cluster_pb2 as pb
 
 TopicPartition = tuple[str, int]
+# a session fetch looks at all of its partitions once in this many fetches (every 5 s for an idle follower), at
+# the partitions woken since its last answer otherwise
+FULL_CHECK_EVERY = 10
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,6 +166,9 @@ class ReplicaIO:
         # leader partitions with a replica outside the ISR, or an ISR change in flight: a session fetch that does
         # not name them (nothing changed for the follower) still re-checks whether its follower may join the ISR
         self._expansion_candidates: set[TopicPartition] = set()
+        # bumped whenever a hosted partition's HW may have moved (or a partition came or went): the periodic HW
+        # checkpoint skips collecting every partition's HW while it is unchanged
+        self.high_watermark_generation = 0
 
     # --- lookup -------------------------------------------------------------------------------------
 
@@ -187,20 +193,26 @@ class ReplicaIO:
                                  f"broker {self.manager.broker_id} is not the leader of {tp[0]}-{tp[1]}")
         return partition
 
+    def _touch_sessions(self, tp: TopicPartition) -> None:
+        """Something changed for the followers fetching ``tp`` in sessions: their next answer looks at it, and a
+        parked fetch of theirs checks it now."""
+        sessions = self._sessions_of.get(tp)
+        if sessions:
+            for session in tuple(sessions):
+                session.touched.add(tp)
+                self.fetch_purgatory.check_and_complete(FetchSessionKey(session.session_id))
+
     def wake(self, tp: TopicPartition, high_watermark_moved: bool) -> None:
         key = TopicPartitionOperationKey(*tp)
         if high_watermark_moved:
+            self.high_watermark_generation += 1
             partition = self.hosted.get(tp)
             if partition is not None:
                 self.on_high_watermark(partition)
             self.produce_purgatory.check_and_complete(key)
             self.delete_records_purgatory.check_and_complete(key)
         self.fetch_purgatory.check_and_complete(key)
-        sessions = self._sessions_of.get(tp)
-        if sessions:
-            for session in tuple(sessions):
-                session.touched.add(tp)
-                self.fetch_purgatory.check_and_complete(FetchSessionKey(session.session_id))
+        self._touch_sessions(tp)
 
     # --- produce ------------------------------------------------------------------------------------
 
@@ -281,6 +293,7 @@ class ReplicaIO:
                 continue
             if partition.log.log_start_offset != start_before:
                 self.on_log_start_moved(partition)
+                self._touch_sessions(tp)
             statuses[tp] = DeleteRecordsPartitionStatus(ErrorCode.none, low_watermark=self._low_watermark(tp),
                                                         required_offset=requested, acks_pending=True)
         if not any(status.acks_pending for status in statuses.values()):
@@ -354,22 +367,29 @@ class ReplicaIO:
             self._maybe_expand_isrs(session)
         respond = self._counting_fetch(named, respond)
         broker_id = self.manager.broker_id
+        # What may have something new: the partitions named now, and those woken (append, HW move, role change,
+        # log start moved by DeleteRecords) since the last answer. Every FULL_CHECK_EVERY-th fetch looks at all
+        # of the session's partitions, for what no wake reports (retention moving a log start, an answer the
+        # follower dropped because the partition was re-added meanwhile).
+        session.fetches += 1
+        full_check = session.fetches % FULL_CHECK_EVERY == 1
+        woken = None if full_check else {(p.topic, p.partition) for p in named.partitions} | session.touched
+        session.touched = set()
 
-        def read() -> dict[TopicPartition, FetchPartitionResult]:
-            answer = session.partitions_to_answer(self.hosted, broker_id)
+        def read(among: set[TopicPartition] | None) -> dict[TopicPartition, FetchPartitionResult]:
+            answer = session.partitions_to_answer(self.hosted, broker_id, among)
             return self.read_from_local_logs(self._session_params(session, named, answer)) if answer else {}
 
-        results = read()
+        results = read(woken)
         available = sum(r.read.size for r in results.values() if r.read is not None)
         if (named.max_wait_ms <= 0 or available >= max(named.min_bytes, 1)
                 or any(r.error != ErrorCode.none for r in results.values())):
             respond(results)
             return
-        session.touched = set()
         operation = DelayedSessionFetch(
             named.max_wait_ms, session,
             lambda touched: session.has_data_or_error(self.hosted, broker_id, touched),
-            lambda: respond(read()))
+            lambda touched: respond(read(None if woken is None else woken | touched)))
         self.fetch_purgatory.watch(operation, [FetchSessionKey(session.session_id)], now_ms)
 
     def _maybe_expand_isrs(self, session: LeaderFetchSession) -> None:
@@ -503,6 +523,7 @@ class ReplicaIO:
 
     def attach(self, partition: Partition) -> None:
         self.hosted[partition.topic_partition] = partition
+        self.high_watermark_generation += 1
         self._maybe_lagging.add(partition.topic_partition)  # the ISR expiry has a look, if it leads here
         self._expansion_candidates.add(partition.topic_partition)
 

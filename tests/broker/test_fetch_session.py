@@ -216,3 +216,19 @@ def test_an_isr_expansion_that_could_not_be_proposed_is_retried_on_a_fetch_that_
     broker.io.hosted[A].isr_change_failed(broker.proposals[0])  # e.g. ZooKeeper refused the write
     session_fetch(broker, session, SessionRequest(7, 1, {}, []), T0 + 500, max_wait_ms=0)
     assert [p.isr for p in broker.proposals] == [(LEADER, FOLLOWER)] * 2
+
+
+def test_between_full_checks_a_session_fetch_looks_only_at_named_and_woken_partitions(tmp_path):
+    broker = leader_broker(tmp_path, history=1, isr=(LEADER, FOLLOWER), partitions=(0, 1))
+    hosted = broker.io.hosted
+    for tp in (A, B):
+        hosted[tp].high_watermark = 1
+    session = LeaderFetchSession(7, FOLLOWER)
+    session_fetch(broker, session, SessionRequest(0, 0, {A: at(1), B: at(1)}, []), T0, max_wait_ms=0)
+    hosted[B].high_watermark = 0  # a change no wake reports
+    answers = [session_fetch(broker, session, SessionRequest(7, epoch, {}, []), T0 + epoch, max_wait_ms=0).only
+               for epoch in range(1, 11)]
+    assert answers[:9] == [{}] * 9 and list(answers[9]) == [B]  # ten fetches on, one looks at every partition
+    broker.io.wake(A, True)  # e.g. a role change: looked at on the next fetch
+    hosted[A].leader_epoch = 2
+    assert list(session_fetch(broker, session, SessionRequest(7, 11, {}, []), T0 + 20, max_wait_ms=0).only) == [A]
