@@ -67,11 +67,12 @@ class FollowerFetchSession:
         self._told: dict[TopicPartition, FetchPosition] = {}
         self._pending: dict[TopicPartition, FetchPosition] | None = None
 
-    def build(self, wanted: Mapping[TopicPartition, FetchPosition]) -> SessionRequest:
-        """The next request for the partitions now fetched at these positions."""
-        self._pending = dict(wanted)
+    def build(self, wanted: dict[TopicPartition, FetchPosition]) -> SessionRequest:
+        """The next request for the partitions now fetched at these positions (``wanted`` is kept, not copied:
+        the caller builds a new one for each request)."""
+        self._pending = wanted
         if self.epoch == INITIAL_EPOCH:
-            return SessionRequest(NO_SESSION_ID, INITIAL_EPOCH, dict(wanted), [])
+            return SessionRequest(NO_SESSION_ID, INITIAL_EPOCH, wanted, [])
         told = self._told
         changed = {tp: position for tp, position in wanted.items() if told.get(tp) != position}
         forgotten = [tp for tp in told if tp not in wanted]

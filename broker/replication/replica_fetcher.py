@@ -166,7 +166,17 @@ class ReplicaFetcher:
     async def _fetch_once(self) -> None:
         loop = asyncio.get_running_loop()
         now = loop.time()
-        ready = {tp: s for tp, s in self.partitions.items() if not s.truncating and s.delayed_until <= now}
+        max_bytes = self.settings.partition_max_bytes
+        # one pass over the followed partitions: which are ready, and where each stands
+        ready: dict[TopicPartition, PartitionFetchState] = {}
+        wanted: dict[TopicPartition, FetchPosition] = {}
+        for tp, s in self.partitions.items():
+            if s.truncating or s.delayed_until > now:
+                continue
+            ready[tp] = s
+            partition = s.partition
+            wanted[tp] = FetchPosition(s.fetch_offset, partition.log.log_start_offset, s.leader_epoch,
+                                       partition.high_watermark, max_bytes)
         if not ready:
             # Nothing to fetch (leadership moved, or backing off): hold no stream open on the leader, which
             # would otherwise have to cancel it when it stops.
@@ -177,14 +187,11 @@ class ReplicaFetcher:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout=max(wait, 0.01))
             return
-        max_bytes = self.settings.partition_max_bytes
         session = self.session
         if self._stream is None:
             session.reset()
         # the session names only what changed since the leader last heard of it, and what left it (forgotten)
-        asked = session.build({tp: FetchPosition(s.fetch_offset, s.partition.log.log_start_offset, s.leader_epoch,
-                                                 s.partition.high_watermark, max_bytes)
-                               for tp, s in ready.items()})
+        asked = session.build(wanted)
         request = pb.ReplicaFetchRequest(
             replica_id=self.settings.broker_id, max_wait_ms=self.settings.max_wait_ms,
             min_bytes=self.settings.min_bytes, max_bytes=self.settings.response_max_bytes,
@@ -195,7 +202,6 @@ class ReplicaFetcher:
                 high_watermark=p.high_watermark)
                 for tp, p in asked.partitions.items()],
             forgotten=[pb.TopicPartition(topic=tp[0], partition=tp[1]) for tp in asked.forgotten])
-        sent_offsets = {tp: s.fetch_offset for tp, s in ready.items()}
         try:
             response = await self._exchange(request)
         except BaseException:
@@ -210,7 +216,7 @@ class ReplicaFetcher:
         for data in response.partitions:
             tp = (data.topic, data.partition)
             state = self.partitions.get(tp)
-            if state is None or state is not ready.get(tp) or state.fetch_offset != sent_offsets[tp]:
+            if state is None or state is not ready.get(tp) or state.fetch_offset != wanted[tp].fetch_offset:
                 continue  # the partition moved on while the fetch was in flight
             self._process(state, data)
 
