@@ -411,8 +411,11 @@ class ReplicaIO:
                     self._propose(proposal)
 
     def _propose(self, proposal: IsrProposal) -> None:
-        # the outcome (committed, refused, failed) may leave a replica outside the ISR: re-checked on later fetches
-        self._expansion_candidates.add((proposal.topic, proposal.partition))
+        # the outcome (committed, refused, failed) may leave a replica outside the ISR, re-checked on later fetches,
+        # or bring in one still behind the LEO, for the ISR expiry to watch
+        tp = (proposal.topic, proposal.partition)
+        self._expansion_candidates.add(tp)
+        self._maybe_lagging.add(tp)
         self.on_isr_proposal(proposal)
 
     @staticmethod

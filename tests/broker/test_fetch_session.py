@@ -232,3 +232,15 @@ def test_between_full_checks_a_session_fetch_looks_only_at_named_and_woken_parti
     broker.io.wake(A, True)  # e.g. a role change: looked at on the next fetch
     hosted[A].leader_epoch = 2
     assert list(session_fetch(broker, session, SessionRequest(7, 11, {}, []), T0 + 20, max_wait_ms=0).only) == [A]
+
+
+def test_the_isr_expiry_looks_only_at_partitions_where_an_isr_follower_may_be_behind(tmp_path):
+    broker = leader_broker(tmp_path, history=1, isr=(LEADER, FOLLOWER), replicas=(LEADER, FOLLOWER), partitions=(0, 1))
+    session = LeaderFetchSession(7, FOLLOWER)
+    session_fetch(broker, session, SessionRequest(0, 0, {A: at(1), B: at(1)}, []), T0, max_wait_ms=0)
+    broker.io.shrink_isrs(T0 + 1)
+    assert broker.io._maybe_lagging == set()  # both caught up: later sweeps look at nothing
+    produce(broker, tp=B, now_ms=T0 + 2)
+    assert broker.io._maybe_lagging == {B}
+    broker.io.shrink_isrs(T0 + 2 + LAG_MS + 1)  # the follower never fetched B's new record
+    assert [(p.partition, p.isr) for p in broker.proposals] == [(1, (LEADER,))]
