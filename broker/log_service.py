@@ -209,6 +209,7 @@ class LogService:
 
     async def _periodic(self) -> None:
         last_checkpoint = last_high_watermarks = last_retention = time.monotonic()
+        last_written: Mapping[TopicPartition, int] | None = None
         while True:
             await asyncio.sleep(FLUSH_CHECK_INTERVAL_S)
             try:
@@ -216,7 +217,10 @@ class LogService:
                 self.manager.delete_expired_files()
                 now = time.monotonic()
                 if now - last_high_watermarks >= self.intervals.high_watermark_checkpoint_s:
-                    self.manager.write_high_watermarks(self._high_watermarks())
+                    high_watermarks = self._high_watermarks()
+                    if high_watermarks is not last_written:  # the same mapping again: no HW moved since
+                        self.manager.write_high_watermarks(high_watermarks)
+                        last_written = high_watermarks
                     last_high_watermarks = now
                 if now - last_retention >= self.intervals.retention_check_s:
                     # only below the high watermark: retention never deletes what followers still need

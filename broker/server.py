@@ -134,7 +134,7 @@ class KafkaServer:
                             socket_timeout_ms=config.replica_socket_timeout_ms,
                             truncation_rule=config.replica_truncation_rule),
             self.trace, lambda broker_id: self.role_changes.cluster_address(broker_id),
-            lambda partition: self._trace_high_watermark(partition, "follower"),
+            self._follower_progress,
             on_log_start_moved=lambda partition: self._log_start_moved(partition, "follower"))
         self.role_changes = RoleChangeManager(
             config.broker_id, self.replica_manager, self.replica_io, self.fetcher_manager, self.log_service,
@@ -147,6 +147,7 @@ class KafkaServer:
         self.loop: asyncio.AbstractEventLoop | None = None
         self._timers: list[AsyncioTimer] = []
         self._checkpointed_high_watermarks: dict[TopicPartition, int] = {}
+        self._high_watermarks_collected: tuple[int, dict[TopicPartition, int]] | None = None
         self.controller: KafkaController | None = None
         # server.properties, then the dynamic broker configs read at start and on every change (KIP-226)
         self.config_layers = BrokerConfigLayers.of(config)
@@ -180,8 +181,18 @@ class KafkaServer:
     # --- start ------------------------------------------------------------------------------------------
 
     def _high_watermarks_to_checkpoint(self) -> dict[TopicPartition, int]:
-        # logs not hosted yet (after a restart, before LeaderAndIsr) keep the HW they had on disk
-        return {**self._checkpointed_high_watermarks, **self.replica_io.high_watermarks()}
+        # Collected again only when some HW may have moved: an idle broker's thousand HWs stay as they were.
+        generation = self.replica_io.high_watermark_generation
+        if self._high_watermarks_collected is None or self._high_watermarks_collected[0] != generation:
+            # logs not hosted yet (after a restart, before LeaderAndIsr) keep the HW they had on disk
+            self._high_watermarks_collected = (
+                generation, {**self._checkpointed_high_watermarks, **self.replica_io.high_watermarks()})
+        return self._high_watermarks_collected[1]
+
+    def _follower_progress(self, partition: Partition) -> None:
+        """A follower appended records or took a new HW from its leader."""
+        self.replica_io.high_watermark_generation += 1
+        self._trace_high_watermark(partition, "follower")
 
     def now_ms(self) -> int:
         """The loop's monotonic clock in ms: purgatory timeouts and replica lag times are measured on it."""
@@ -309,6 +320,7 @@ class KafkaServer:
         await self.log_service.startup()  # after ZooKeeper: each log opens with its topic's config
         self._logs_loaded = True
         self._checkpointed_high_watermarks = self.log_service.read_high_watermarks()
+        self._high_watermarks_collected = None
         await self._on_live_session(self.producer_ids.start, "claiming a block of producer ids")
         # from here a new session re-registers, even before the controller exists (a new session while starting
         # used to be ignored, and the broker stayed unregistered for good)

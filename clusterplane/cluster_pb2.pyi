@@ -243,18 +243,24 @@ class ReplicaFetchPartition(_message.Message):
     def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., fetch_offset: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., current_leader_epoch: _Optional[int] = ..., partition_max_bytes: _Optional[int] = ..., high_watermark: _Optional[int] = ...) -> None: ...
 
 class ReplicaFetchRequest(_message.Message):
-    __slots__ = ("replica_id", "max_wait_ms", "min_bytes", "max_bytes", "partitions")
+    __slots__ = ("replica_id", "max_wait_ms", "min_bytes", "max_bytes", "partitions", "session_id", "session_epoch", "forgotten")
     REPLICA_ID_FIELD_NUMBER: _ClassVar[int]
     MAX_WAIT_MS_FIELD_NUMBER: _ClassVar[int]
     MIN_BYTES_FIELD_NUMBER: _ClassVar[int]
     MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
     PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    FORGOTTEN_FIELD_NUMBER: _ClassVar[int]
     replica_id: int
     max_wait_ms: int
     min_bytes: int
     max_bytes: int
     partitions: _containers.RepeatedCompositeFieldContainer[ReplicaFetchPartition]
-    def __init__(self, replica_id: _Optional[int] = ..., max_wait_ms: _Optional[int] = ..., min_bytes: _Optional[int] = ..., max_bytes: _Optional[int] = ..., partitions: _Optional[_Iterable[_Union[ReplicaFetchPartition, _Mapping]]] = ...) -> None: ...
+    session_id: int
+    session_epoch: int
+    forgotten: _containers.RepeatedCompositeFieldContainer[TopicPartition]
+    def __init__(self, replica_id: _Optional[int] = ..., max_wait_ms: _Optional[int] = ..., min_bytes: _Optional[int] = ..., max_bytes: _Optional[int] = ..., partitions: _Optional[_Iterable[_Union[ReplicaFetchPartition, _Mapping]]] = ..., session_id: _Optional[int] = ..., session_epoch: _Optional[int] = ..., forgotten: _Optional[_Iterable[_Union[TopicPartition, _Mapping]]] = ...) -> None: ...
 
 class ReplicaFetchPartitionData(_message.Message):
     __slots__ = ("topic", "partition", "error_code", "high_watermark", "log_start_offset", "log_end_offset", "records")
@@ -275,10 +281,14 @@ class ReplicaFetchPartitionData(_message.Message):
     def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., error_code: _Optional[int] = ..., high_watermark: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., log_end_offset: _Optional[int] = ..., records: _Optional[bytes] = ...) -> None: ...
 
 class ReplicaFetchResponse(_message.Message):
-    __slots__ = ("partitions",)
+    __slots__ = ("partitions", "error_code", "session_id")
     PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     partitions: _containers.RepeatedCompositeFieldContainer[ReplicaFetchPartitionData]
-    def __init__(self, partitions: _Optional[_Iterable[_Union[ReplicaFetchPartitionData, _Mapping]]] = ...) -> None: ...
+    error_code: int
+    session_id: int
+    def __init__(self, partitions: _Optional[_Iterable[_Union[ReplicaFetchPartitionData, _Mapping]]] = ..., error_code: _Optional[int] = ..., session_id: _Optional[int] = ...) -> None: ...
 
 class EpochRequestPartition(_message.Message):
     __slots__ = ("topic", "partition", "current_leader_epoch", "leader_epoch")

@@ -333,8 +333,8 @@ class FetchServed(TraceEvent):
     event: Literal["fetch_served"] = "fetch_served"
     follower: int
     fetches: int
-    partitions: int        # partition entries over those fetches
-    last_fetch_offsets: dict[str, int]   # "topic-partition" -> the latest fetch offset
+    partitions: int        # partition entries over those fetches (a fetch session names only those that moved)
+    last_fetch_offsets: dict[str, int]   # "topic-partition" -> the latest fetch offset named
     bytes: int
     wait_ms_total: float
     wait_ms_max: float

@@ -65,6 +65,10 @@ class LogManager:
         self._lock_fds: list[int] = []
         # leader-epoch checkpoints written off the event loop, batched (KAFKA-15046)
         self.checkpoint_flusher = CheckpointFlusher()
+        # what each checkpoint file was last written with: an unchanged one is not written (nor fsynced) again
+        self._written: dict[Path, dict[TopicPartition, int]] = {}
+        # logs with segments waiting for file.delete.delay.ms: the only ones delete_expired_files looks at
+        self._pending_deletes: set[Log] = set()
 
     @property
     def logs(self) -> dict[TopicPartition, Log]:
@@ -115,6 +119,7 @@ class LogManager:
                 log_dir_failure_channel=self.log_dir_failure_channel,
                 checkpoint_flusher=self.checkpoint_flusher,
             )
+            self._watch_deletes(self._logs[tp])
         # Removed only once every log is loaded: a crash during loading recovers again.
         marker.unlink(missing_ok=True)
 
@@ -168,6 +173,7 @@ class LogManager:
                                log_dir_failure_channel=self.log_dir_failure_channel,
                                checkpoint_flusher=self.checkpoint_flusher)
         self._logs[(topic, partition)] = created
+        self._watch_deletes(created)
         log.info("created log %s", created.directory)
         return created
 
@@ -204,8 +210,20 @@ class LogManager:
         return deleted
 
     def delete_expired_files(self) -> None:
-        for opened in self._logs.values():
+        # only the logs that scheduled deletions: asking every log every second (through its storage guard) cost
+        # an idle broker more than anything else at a thousand partitions
+        for opened in list(self._pending_deletes):
+            if self._logs.get((opened.topic, opened.partition)) is not opened:
+                self._pending_deletes.discard(opened)  # deleted, or its directory went offline
+                continue
             opened.delete_expired_files()
+            if not opened.has_pending_deletes:
+                self._pending_deletes.discard(opened)
+
+    def _watch_deletes(self, opened: Log) -> None:
+        opened.on_deletes_scheduled = self._pending_deletes.add
+        if opened.has_pending_deletes:
+            self._pending_deletes.add(opened)
 
     def checkpoint_recovery_points(self) -> None:
         for log_dir in self.live_log_dirs:
@@ -213,8 +231,7 @@ class LogManager:
 
     def _checkpoint_recovery_points_in(self, log_dir: Path) -> None:
         points = {tp: opened.recovery_point for tp, opened in self._in_dir(log_dir)}
-        with self._io(log_dir, "writing the recovery point checkpoint"):
-            OffsetCheckpointFile(log_dir / RECOVERY_POINT_CHECKPOINT).write(points)
+        self._write_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT, points, "writing the recovery point checkpoint")
 
     def checkpoint_log_start_offsets(self) -> None:
         for log_dir in self.live_log_dirs:
@@ -224,15 +241,23 @@ class LogManager:
                 for tp, opened in self._in_dir(log_dir)
                 if opened.log_start_offset > opened.segments[0].base_offset
             }
-            with self._io(log_dir, "writing the log start offset checkpoint"):
-                OffsetCheckpointFile(log_dir / LOG_START_OFFSET_CHECKPOINT).write(starts)
+            self._write_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT, starts,
+                                   "writing the log start offset checkpoint")
 
     def write_high_watermarks(self, high_watermarks: Mapping[TopicPartition, int]) -> None:
         """replication-offset-checkpoint of each log dir, for the partitions it holds."""
         for log_dir in self.live_log_dirs:
             in_dir = {tp: high_watermarks[tp] for tp, _ in self._in_dir(log_dir) if tp in high_watermarks}
-            with self._io(log_dir, "writing the high watermark checkpoint"):
-                OffsetCheckpointFile(log_dir / REPLICATION_OFFSET_CHECKPOINT).write(in_dir)
+            self._write_checkpoint(log_dir / REPLICATION_OFFSET_CHECKPOINT, in_dir,
+                                   "writing the high watermark checkpoint")
+
+    def _write_checkpoint(self, path: Path, offsets: dict[TopicPartition, int], action: str) -> None:
+        # an idle broker's checkpoints do not change: rewriting and fsyncing them every few seconds is all cost
+        if self._written.get(path) == offsets:
+            return
+        with self._io(path.parent, action):
+            OffsetCheckpointFile(path).write(offsets)
+        self._written[path] = offsets
 
     def read_high_watermarks(self) -> dict[TopicPartition, int]:
         """All checkpointed high watermarks. Raises CorruptCheckpointError."""

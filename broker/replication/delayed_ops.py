@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from kio.schema.errors import ErrorCode
 
 from broker.purgatory.delayed_operation import DelayedOperation
+from broker.replication.fetch_session import LeaderFetchSession
 from broker.replication.partition import FetchIsolation, LogReadResult, Partition, PartitionError
 
 TopicPartition = tuple[str, int]
@@ -206,3 +207,33 @@ class DelayedFetch(DelayedOperation):
 
 def partition_error(exc: PartitionError) -> FetchPartitionResult:
     return FetchPartitionResult(exc.error_code, error_message=str(exc))
+
+
+class DelayedSessionFetch(DelayedOperation):
+    """A follower's parked fetch in an incremental fetch session (KIP-227): watched on the session's one key, not
+    on each partition's; a wake of any partition in the session notes it in ``session.touched`` and checks this
+    operation, which looks at those partitions only. Completes when one has records past the follower's fetch
+    offset or an error to tell, or at max_wait_ms; ``answer`` then reads what the follower is to be told of the
+    partitions woken while it waited."""
+
+    def __init__(self, timeout_ms: int, session: LeaderFetchSession, has_data_or_error: Callable[[set], bool],
+                 answer: Callable[[set], None]) -> None:
+        super().__init__(timeout_ms)
+        self.session = session
+        self._has_data_or_error = has_data_or_error
+        self._answer = answer
+        self._woken: set = set()
+
+    def try_complete(self) -> bool:
+        touched, self.session.touched = self.session.touched, set()
+        self._woken |= touched
+        if touched and self._has_data_or_error(touched):
+            return self.force_complete()
+        return False
+
+    def on_complete(self) -> None:
+        touched, self.session.touched = self.session.touched, set()
+        self._answer(self._woken | touched)
+
+    def on_expiration(self) -> None:
+        pass

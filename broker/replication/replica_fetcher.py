@@ -15,6 +15,7 @@ import grpc
 from kio.schema.errors import ErrorCode
 
 from broker.log.errors import KafkaLogError, KafkaStorageError
+from broker.replication.fetch_session import FetchPosition, FollowerFetchSession
 from broker.replication.partition import Partition
 from broker.replication.truncation import TruncationRule, truncation_step
 from clusterplane import cluster_pb2 as pb
@@ -70,6 +71,7 @@ class ReplicaFetcher:
                               *REPLICATION_CHANNEL_OPTIONS])
         self._stub = ReplicationStub(self._channel)
         self._stream: grpc.aio.StreamStreamCall | None = None
+        self.session = FollowerFetchSession()  # one per stream: a new stream opens a new, full session
         self._task = asyncio.get_running_loop().create_task(self._run(), name=f"replica-fetcher-{leader_id}")
 
     def add(self, partition: Partition) -> None:
@@ -164,7 +166,17 @@ class ReplicaFetcher:
     async def _fetch_once(self) -> None:
         loop = asyncio.get_running_loop()
         now = loop.time()
-        ready = {tp: s for tp, s in self.partitions.items() if not s.truncating and s.delayed_until <= now}
+        max_bytes = self.settings.partition_max_bytes
+        # one pass over the followed partitions: which are ready, and where each stands
+        ready: dict[TopicPartition, PartitionFetchState] = {}
+        wanted: dict[TopicPartition, FetchPosition] = {}
+        for tp, s in self.partitions.items():
+            if s.truncating or s.delayed_until > now:
+                continue
+            ready[tp] = s
+            partition = s.partition
+            wanted[tp] = FetchPosition(s.fetch_offset, partition.log.log_start_offset, s.leader_epoch,
+                                       partition.high_watermark, max_bytes)
         if not ready:
             # Nothing to fetch (leadership moved, or backing off): hold no stream open on the leader, which
             # would otherwise have to cancel it when it stops.
@@ -175,21 +187,36 @@ class ReplicaFetcher:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout=max(wait, 0.01))
             return
+        session = self.session
+        if self._stream is None:
+            session.reset()
+        # the session names only what changed since the leader last heard of it, and what left it (forgotten)
+        asked = session.build(wanted)
         request = pb.ReplicaFetchRequest(
             replica_id=self.settings.broker_id, max_wait_ms=self.settings.max_wait_ms,
             min_bytes=self.settings.min_bytes, max_bytes=self.settings.response_max_bytes,
+            session_id=asked.session_id, session_epoch=asked.session_epoch,
             partitions=[pb.ReplicaFetchPartition(
-                topic=tp[0], partition=tp[1], fetch_offset=s.fetch_offset,
-                log_start_offset=s.partition.log.log_start_offset, current_leader_epoch=s.leader_epoch,
-                partition_max_bytes=self.settings.partition_max_bytes, high_watermark=s.partition.high_watermark)
-                for tp, s in ready.items()])
-        sent_offsets = {tp: s.fetch_offset for tp, s in ready.items()}
-        response = await self._exchange(request)
+                topic=tp[0], partition=tp[1], fetch_offset=p.fetch_offset, log_start_offset=p.log_start_offset,
+                current_leader_epoch=p.current_leader_epoch, partition_max_bytes=p.partition_max_bytes,
+                high_watermark=p.high_watermark)
+                for tp, p in asked.partitions.items()],
+            forgotten=[pb.TopicPartition(topic=tp[0], partition=tp[1]) for tp in asked.forgotten])
+        try:
+            response = await self._exchange(request)
+        except BaseException:
+            session.reset()
+            raise
+        session.answered(response.error_code, response.session_id)
+        if response.error_code != ErrorCode.none.value:
+            log.info("fetch session with leader %d refused (error %d); starting a full one", self.leader_id,
+                     response.error_code)
+            return
         # a partition left out of the answer had nothing new: no records, the same HW and log start
         for data in response.partitions:
             tp = (data.topic, data.partition)
             state = self.partitions.get(tp)
-            if state is None or state is not ready.get(tp) or state.fetch_offset != sent_offsets[tp]:
+            if state is None or state is not ready.get(tp) or state.fetch_offset != wanted[tp].fetch_offset:
                 continue  # the partition moved on while the fetch was in flight
             self._process(state, data)
 
@@ -212,6 +239,7 @@ class ReplicaFetcher:
         return response
 
     def _drop_stream(self) -> None:
+        self.session.reset()
         if self._stream is not None:
             self._stream.cancel()
             self._stream = None

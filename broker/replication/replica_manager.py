@@ -20,16 +20,29 @@ from broker.replication.delayed_ops import (
     DelayedDeleteRecords,
     DelayedFetch,
     DelayedProduce,
+    DelayedSessionFetch,
     DeleteRecordsPartitionStatus,
     FetchParams,
+    FetchPartitionRequest,
     FetchPartitionResult,
     ProducePartitionStatus,
     partition_error,
 )
-from broker.replication.partition import IsrProposal, Partition, PartitionError
+from broker.replication.fetch_session import LeaderFetchSession, SessionRequest
+from broker.replication.partition import FetchIsolation, IsrProposal, Partition, PartitionError
 from clusterplane import cluster_pb2 as pb
 
 TopicPartition = tuple[str, int]
+# a session fetch looks at all of its partitions once in this many fetches (every 5 s for an idle follower), at
+# the partitions woken since its last answer otherwise
+FULL_CHECK_EVERY = 10
+
+
+@dataclass(frozen=True, slots=True)
+class FetchSessionKey:
+    """Watch key of a follower's parked fetch in an incremental fetch session: one key for all its partitions."""
+
+    session_id: int
 
 
 @dataclass
@@ -146,6 +159,16 @@ class ReplicaIO:
         self.on_delayed_finished: Callable[[str, bool, list[TopicPartition]], None] = lambda *args: None
         # a leader's log start moved by DeleteRecords: its segments below go, the checkpoint is written, traced
         self.on_log_start_moved: Callable[[Partition], None] = lambda partition: None
+        # the followers' incremental fetch sessions watching each partition led here (replication_service opens them)
+        self._sessions_of: dict[TopicPartition, set[LeaderFetchSession]] = {}
+        # leader partitions where an ISR follower may be behind the LEO: the only ones the ISR expiry looks at
+        self._maybe_lagging: set[TopicPartition] = set()
+        # leader partitions with a replica outside the ISR, or an ISR change in flight: a session fetch that does
+        # not name them (nothing changed for the follower) still re-checks whether its follower may join the ISR
+        self._expansion_candidates: set[TopicPartition] = set()
+        # bumped whenever a hosted partition's HW may have moved (or a partition came or went): the periodic HW
+        # checkpoint skips collecting every partition's HW while it is unchanged
+        self.high_watermark_generation = 0
 
     # --- lookup -------------------------------------------------------------------------------------
 
@@ -170,15 +193,26 @@ class ReplicaIO:
                                  f"broker {self.manager.broker_id} is not the leader of {tp[0]}-{tp[1]}")
         return partition
 
+    def _touch_sessions(self, tp: TopicPartition) -> None:
+        """Something changed for the followers fetching ``tp`` in sessions: their next answer looks at it, and a
+        parked fetch of theirs checks it now."""
+        sessions = self._sessions_of.get(tp)
+        if sessions:
+            for session in tuple(sessions):
+                session.touched.add(tp)
+                self.fetch_purgatory.check_and_complete(FetchSessionKey(session.session_id))
+
     def wake(self, tp: TopicPartition, high_watermark_moved: bool) -> None:
         key = TopicPartitionOperationKey(*tp)
         if high_watermark_moved:
+            self.high_watermark_generation += 1
             partition = self.hosted.get(tp)
             if partition is not None:
                 self.on_high_watermark(partition)
             self.produce_purgatory.check_and_complete(key)
             self.delete_records_purgatory.check_and_complete(key)
         self.fetch_purgatory.check_and_complete(key)
+        self._touch_sessions(tp)
 
     # --- produce ------------------------------------------------------------------------------------
 
@@ -221,8 +255,11 @@ class ReplicaIO:
             if early is not None:
                 return early
             before = partition.high_watermark
+            end_before = partition.log_end_offset
             info = partition.append_records_to_leader(records, required_acks, self._min_insync(partition), now_ms,
                                                       from_coordinator=from_coordinator)
+            if partition.log_end_offset != end_before:
+                self._followers_caught_up_until_now(tp, partition, end_before)
         except PartitionError as exc:
             return ProducePartitionStatus(exc.error_code, error_message=str(exc))
         except (InvalidRecordBatchError, KafkaStorageError) as exc:
@@ -259,6 +296,7 @@ class ReplicaIO:
                 continue
             if partition.log.log_start_offset != start_before:
                 self.on_log_start_moved(partition)
+                self._touch_sessions(tp)
             statuses[tp] = DeleteRecordsPartitionStatus(ErrorCode.none, low_watermark=self._low_watermark(tp),
                                                         required_offset=requested, acks_pending=True)
         if not any(status.acks_pending for status in statuses.values()):
@@ -293,6 +331,124 @@ class ReplicaIO:
         # broker's CPU at 1000 partitions
         self.fetch_purgatory.watch(operation, keys, now_ms)
 
+    # --- incremental fetch sessions (KIP-227) ------------------------------------------------------------
+
+    def update_session(self, session: LeaderFetchSession, request: SessionRequest) -> ErrorCode:
+        """Applies a follower's request to its session and keeps the partitions' watchers in step with it."""
+        error, added, removed = session.update(request)
+        for tp in added:
+            self._sessions_of.setdefault(tp, set()).add(session)
+        for tp in removed:
+            self._unwatch_session(tp, session)
+        return error
+
+    def close_session(self, session: LeaderFetchSession) -> None:
+        """The follower's stream ended: its session goes, with any fetch of it still parked."""
+        for tp in session.positions:
+            self._unwatch_session(tp, session)
+        session.positions = {}
+        for operation in self.fetch_purgatory.cancel_for_key(FetchSessionKey(session.session_id)):
+            operation.force_complete()
+
+    def _unwatch_session(self, tp: TopicPartition, session: LeaderFetchSession) -> None:
+        sessions = self._sessions_of.get(tp)
+        if sessions is not None:
+            sessions.discard(session)
+            if not sessions:
+                del self._sessions_of[tp]
+
+    def session_fetch(self, session: LeaderFetchSession, named: FetchParams, now_ms: int,
+                      respond: Callable[[dict[TopicPartition, FetchPartitionResult]], None]) -> None:
+        """A follower's fetch in its session: the partitions it named (their positions changed) update the
+        leader's view of it as any replica fetch does; the answer holds only the session's partitions with
+        something new, at once if there are records or errors, else when one of them gets some (woken through
+        the session's one watch key) or at max_wait_ms."""
+        session.last_fetch_ms = now_ms
+        if named.partitions:
+            self._update_follower_fetch_states(named, now_ms)
+        if self._expansion_candidates:
+            self._maybe_expand_isrs(session)
+        respond = self._counting_fetch(named, respond)
+        broker_id = self.manager.broker_id
+        # What may have something new: the partitions named now, and those woken (append, HW move, role change,
+        # log start moved by DeleteRecords) since the last answer. Every FULL_CHECK_EVERY-th fetch looks at all
+        # of the session's partitions, for what no wake reports (retention moving a log start, an answer the
+        # follower dropped because the partition was re-added meanwhile).
+        session.fetches += 1
+        full_check = session.fetches % FULL_CHECK_EVERY == 1
+        woken = None if full_check else {(p.topic, p.partition) for p in named.partitions} | session.touched
+        session.touched = set()
+
+        def read(among: set[TopicPartition] | None) -> dict[TopicPartition, FetchPartitionResult]:
+            answer = session.partitions_to_answer(self.hosted, broker_id, among)
+            return self.read_from_local_logs(self._session_params(session, named, answer)) if answer else {}
+
+        results = read(woken)
+        available = sum(r.read.size for r in results.values() if r.read is not None)
+        if (named.max_wait_ms <= 0 or available >= max(named.min_bytes, 1)
+                or any(r.error != ErrorCode.none for r in results.values())):
+            respond(results)
+            return
+        operation = DelayedSessionFetch(
+            named.max_wait_ms, session,
+            lambda touched: session.has_data_or_error(self.hosted, broker_id, touched),
+            lambda touched: respond(read(None if woken is None else woken | touched)))
+        self.fetch_purgatory.watch(operation, [FetchSessionKey(session.session_id)], now_ms)
+
+    def _maybe_expand_isrs(self, session: LeaderFetchSession) -> None:
+        """Kafka's maybeExpandIsr runs on every fetch of a partition; a session fetch names a partition only when
+        the follower moved, so one whose earlier expansion could not be proposed then (another ISR change in
+        flight, a refused write) is looked at again here, among the few partitions with a replica outside the ISR."""
+        follower_id = session.replica_id
+        for tp in list(self._expansion_candidates):
+            partition = self.hosted.get(tp)
+            if partition is None or not partition.is_leader:
+                self._expansion_candidates.discard(tp)
+                continue
+            if partition.pending_isr is None and all(f in partition.isr for f in partition.followers):
+                self._expansion_candidates.discard(tp)
+                continue
+            if tp in session.positions:
+                proposal = partition.isr_to_expand(follower_id)
+                if proposal is not None:
+                    self._propose(proposal)
+
+    def _propose(self, proposal: IsrProposal) -> None:
+        # the outcome (committed, refused, failed) may leave a replica outside the ISR, re-checked on later fetches,
+        # or bring in one still behind the LEO, for the ISR expiry to watch
+        tp = (proposal.topic, proposal.partition)
+        self._expansion_candidates.add(tp)
+        self._maybe_lagging.add(tp)
+        self.on_isr_proposal(proposal)
+
+    @staticmethod
+    def _session_params(session: LeaderFetchSession, named: FetchParams,
+                        partitions: list[TopicPartition]) -> FetchParams:
+        positions = session.positions
+        return FetchParams(
+            replica_id=named.replica_id, max_wait_ms=0, min_bytes=0, max_bytes=named.max_bytes,
+            isolation=FetchIsolation.LOG_END,
+            partitions=[FetchPartitionRequest(tp[0], tp[1], positions[tp].fetch_offset,
+                                              positions[tp].partition_max_bytes,
+                                              current_leader_epoch=positions[tp].current_leader_epoch,
+                                              log_start_offset=positions[tp].log_start_offset)
+                        for tp in partitions])
+
+    def _followers_caught_up_until_now(self, tp: TopicPartition, partition: Partition, end_before: int) -> None:
+        """The leader's LEO moved past ``end_before``. A follower whose session holds the partition at that offset
+        was caught up at its session's last fetch (Kafka's lastCaughtUpTimeMs, which Kafka updates on every fetch
+        for every partition of the session; here only named partitions are touched per fetch). The partition may
+        now have a lagging ISR follower for the ISR expiry to watch."""
+        self._maybe_lagging.add(tp)
+        sessions = self._sessions_of.get(tp)
+        if not sessions:
+            return
+        for session in sessions:
+            follower = partition.followers.get(session.replica_id)
+            position = session.positions.get(tp)
+            if follower is not None and position is not None and follower.log_end_offset >= end_before:
+                follower.last_caught_up_time_ms = max(follower.last_caught_up_time_ms, session.last_fetch_ms)
+
     def _counting_fetch(self, params: FetchParams, respond: Callable[[dict[TopicPartition, FetchPartitionResult]], None]
                         ) -> Callable[[dict[TopicPartition, FetchPartitionResult]], None]:
         """Kafka counts fetched bytes when the response is sent: BytesOutPerSec for consumers,
@@ -320,6 +476,8 @@ class ReplicaIO:
                 partition.check_leader_epoch(request.current_leader_epoch)
                 if request.fetch_offset > partition.log_end_offset:
                     continue  # a diverged follower: it truncates first, its LEO means nothing yet
+                if request.fetch_offset != partition.log_end_offset:
+                    self._maybe_lagging.add(tp)
                 follower = partition.followers.get(params.replica_id)
                 previous_leo = follower.log_end_offset if follower is not None else -1
                 previous_start = follower.log_start_offset if follower is not None else -1
@@ -335,7 +493,9 @@ class ReplicaIO:
             self.on_follower_fetch(partition, params.replica_id, moved, previous_leo)
             proposal = partition.isr_to_expand(params.replica_id)
             if proposal is not None:
-                self.on_isr_proposal(proposal)
+                self._propose(proposal)
+            elif params.replica_id not in partition.isr:
+                self._expansion_candidates.add(tp)
             if moved:
                 self.wake(tp, True)
 
@@ -369,6 +529,9 @@ class ReplicaIO:
 
     def attach(self, partition: Partition) -> None:
         self.hosted[partition.topic_partition] = partition
+        self.high_watermark_generation += 1
+        self._maybe_lagging.add(partition.topic_partition)  # the ISR expiry has a look, if it leads here
+        self._expansion_candidates.add(partition.topic_partition)
 
     def detach(self, tp: TopicPartition) -> Partition | None:
         removed = self.hosted.pop(tp, None)
@@ -385,11 +548,26 @@ class ReplicaIO:
             self.wake(tp, True)
 
     def shrink_isrs(self, now_ms: int) -> None:
-        """Kafka's isr-expiration task: propose dropping followers that fell behind (run every lag/2)."""
-        for partition in list(self.hosted.values()):
+        """Kafka's isr-expiration task: propose dropping followers that fell behind (run every lag/2). Only an ISR
+        member behind the LEO can be out of sync, and a follower falls behind only when the leader appends, becomes
+        leader, or the follower fetches from below the LEO: those partitions are noted, and the others, all caught
+        up, are not looked at."""
+        for tp in list(self._maybe_lagging):
+            partition = self.hosted.get(tp)
+            if partition is None or not partition.is_leader:
+                self._maybe_lagging.discard(tp)
+                continue
             proposal = partition.isr_to_shrink(now_ms)
             if proposal is not None:
-                self.on_isr_proposal(proposal)
+                self._propose(proposal)
+            leo = partition.log_end_offset
+            if all(f.log_end_offset == leo for f in partition.followers.values() if f.broker_id in partition.isr):
+                self._maybe_lagging.discard(tp)
+
+    def leadership_changed(self, tp: TopicPartition) -> None:
+        """A partition became leader here (or its epoch changed): its followers have to fetch in the new epoch."""
+        self._maybe_lagging.add(tp)
+        self._expansion_candidates.add(tp)
 
     def high_watermarks(self) -> dict[TopicPartition, int]:
         return {tp: partition.high_watermark for tp, partition in self.hosted.items()}

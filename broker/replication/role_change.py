@@ -158,6 +158,7 @@ class RoleChangeManager:
         if is_leader:
             self.fetchers.remove(tp)
             partition.make_leader(leadership, self.now_ms())
+            self.replica_io.leadership_changed(tp)
         else:
             changed = partition.make_follower(leadership)
             if self.stopping:

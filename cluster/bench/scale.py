@@ -55,6 +55,8 @@ def options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--settle-s", type=non_negative_float, default=3.0,
                         help="time left after creating before the idle window, for the brokers' start-up work "
                              "(default 3)")
+    parser.add_argument("--idle-only", action="store_true",
+                        help="stop after the idle window: create, settle, measure idle CPU and memory only")
     parser.add_argument("--phase-timeout", type=positive_int, default=300, metavar="SECONDS",
                         help="a wait that takes longer stops the run with exit status 1 (default 300)")
 
@@ -137,7 +139,8 @@ def run(args: argparse.Namespace, progress: Progress) -> Report:
         try:
             with temporary_cluster(3, PROFILE, prefix="kafkasim-bench-scale-") as (spec, layout):
                 result, stopped = measure_size(spec, layout, n, progress.say, settle_s=args.settle_s,
-                                               idle_s=args.idle_s, timeout_s=args.phase_timeout)
+                                               idle_s=args.idle_s, timeout_s=args.phase_timeout,
+                                               idle_only=args.idle_only)
         except ClusterError as exc:  # the cluster did not start
             result, stopped = SizeResult(n), str(exc)
         phases.append(phase_of(result, time.monotonic() - began))
@@ -150,7 +153,8 @@ def run(args: argparse.Namespace, progress: Progress) -> Report:
              "Idle CPU is % of one core over the idle window; other processes on the machine share its cores "
              "(their CPU is in the phase's line), so a loaded machine makes every figure pessimistic."]
     settings = {"partitions": args.partitions, "idle_s": args.idle_s, "settle_s": args.settle_s,
-                "phase_timeout": args.phase_timeout, "brokers": 3, "replication_factor": 3, "profile": PROFILE}
+                "phase_timeout": args.phase_timeout, "idle_only": args.idle_only,
+                "brokers": 3, "replication_factor": 3, "profile": PROFILE}
     return Report("scale", title, settings, phases, notes, error)
 
 

@@ -123,7 +123,8 @@ def _leaders(states: dict[int, StateView | None]) -> dict[int, int]:
 
 class ScaleRun:
     def __init__(self, spec: ClusterSpec, layout: ClusterLayout, partitions: int, say: Callable[[str], None], *,
-                 settle_s: float, idle_s: float, timeout_s: float) -> None:
+                 settle_s: float, idle_s: float, timeout_s: float, idle_only: bool = False) -> None:
+        self.idle_only = idle_only
         self.spec, self.layout, self.say = spec, layout, say
         self.all = list(range(partitions))
         self.brokers = [b.broker_id for b in spec.brokers]
@@ -140,6 +141,8 @@ class ScaleRun:
         async with connected(self.spec.zookeeper, session_timeout_ms=10000) as zk:
             await self._create(zk)
             await self._idle()
+            if self.idle_only:
+                return self.result
             await self._kill9(zk)
             await self._controlled_shutdown(zk)
             await self._controller_failover(zk)
@@ -311,10 +314,12 @@ def _events_since(path: Path, offset: int, kind: str) -> list[dict]:
 
 
 def measure_size(spec: ClusterSpec, layout: ClusterLayout, partitions: int, say: Callable[[str], None], *,
-                 settle_s: float, idle_s: float, timeout_s: float) -> tuple[SizeResult, str | None]:
+                 settle_s: float, idle_s: float, timeout_s: float,
+                 idle_only: bool = False) -> tuple[SizeResult, str | None]:
     """The figures measured, and why the run stopped early (None when it did not): a wait that timed out still
     leaves the figures before it."""
-    run = ScaleRun(spec, layout, partitions, say, settle_s=settle_s, idle_s=idle_s, timeout_s=timeout_s)
+    run = ScaleRun(spec, layout, partitions, say, settle_s=settle_s, idle_s=idle_s, timeout_s=timeout_s,
+                   idle_only=idle_only)
     try:
         asyncio.run(run.run())
     except ClusterError as exc:

@@ -95,3 +95,36 @@ def test_the_log_start_survives_a_restart_through_its_checkpoint(tmp_path, clock
     assert restarted.log_start_offset == 9
     assert [s.base_offset for s in restarted.segments] == [6, 12]
     reopened.shutdown()
+
+
+def test_the_log_manager_deletes_the_files_of_the_logs_that_scheduled_deletions_only(tmp_path, clock):
+    config = LogConfig(segment_bytes=3 * len(ONE), file_delete_delay_ms=1000)
+    manager = LogManager([tmp_path], config, clock=clock)
+    manager.startup()
+    busy, idle = manager.get_or_create_log("t", 0), manager.get_or_create_log("t", 1)
+    for _ in range(8):
+        busy.append_as_leader(ONE, leader_epoch=0)
+    idle.append_as_leader(ONE, leader_epoch=0)
+    busy.maybe_increment_log_start_offset(9)
+    busy.delete_segments_below_log_start(high_watermark=16)
+    assert manager._pending_deletes == {busy}
+    manager.delete_expired_files()
+    assert any(name.endswith(".deleted") for name in log_files(busy))  # not before file.delete.delay.ms
+    clock.advance(1000)
+    manager.delete_expired_files()
+    assert not any(name.endswith(".deleted") for name in log_files(busy)) and manager._pending_deletes == set()
+    manager.shutdown()
+
+
+def test_an_unchanged_checkpoint_is_not_written_again(tmp_path, clock):
+    manager = LogManager([tmp_path], LogConfig(), clock=clock)
+    manager.startup()
+    manager.get_or_create_log("t", 0)
+    manager.write_high_watermarks({("t", 0): 3})
+    path = tmp_path / "replication-offset-checkpoint"
+    path.unlink()
+    manager.write_high_watermarks({("t", 0): 3})
+    assert not path.exists()
+    manager.write_high_watermarks({("t", 0): 4})
+    assert OffsetCheckpointFile(path).read() == {("t", 0): 4}
+    manager.shutdown()

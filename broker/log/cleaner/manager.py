@@ -106,7 +106,9 @@ class CleanerManager:
         by_tp = {}
         for tp, opened in self._logs().items():
             config = opened.config
-            if not config.compact or tp in self.in_progress or tp in self.uncleanable:
+            # the substring test first: it skips a delete-only log (most of them) without parsing its policy
+            if "compact" not in config.cleanup_policy or not config.compact or tp in self.in_progress \
+                    or tp in self.uncleanable:
                 continue
             first_dirty = first_dirty_offset(self.checkpointed_offsets(opened.log_dir).get(tp),
                                              opened.log_start_offset, opened.log_end_offset)
