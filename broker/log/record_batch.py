@@ -223,3 +223,15 @@ def set_log_append_time(buf: bytearray | memoryview, position: int, size: int, t
     struct.pack_into(">q", buf, position + MAX_TIMESTAMP_OFFSET, timestamp)
     crc = crc32c.crc32c(memoryview(buf)[position + ATTRIBUTES_OFFSET : position + size])
     struct.pack_into(">I", buf, position + CRC_OFFSET, crc)
+
+
+def read_varint(buf: bytes | memoryview, position: int) -> tuple[int, int]:
+    """A zigzag varint of the record format (a record's length, deltas, key and value lengths): (value, next)."""
+    shift = result = 0
+    while True:
+        byte = buf[position]
+        position += 1
+        result |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return (result >> 1) ^ -(result & 1), position
+        shift += 7

@@ -26,6 +26,7 @@ from broker.log.record_batch import (
     TIMESTAMP_TYPE_FLAG,
     TRANSACTIONAL_FLAG,
     parse_header,
+    read_varint,
 )
 from broker.log.transactions import ABORT, COMMIT, control_record
 
@@ -168,12 +169,3 @@ def write_varint(value: int) -> bytes:
     return bytes(out)
 
 
-def read_varint(buf: bytes, position: int) -> tuple[int, int]:
-    shift = result = 0
-    while True:
-        byte = buf[position]
-        position += 1
-        result |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return (result >> 1) ^ -(result & 1), position
-        shift += 7

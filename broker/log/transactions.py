@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from broker.log.record_batch import HEADER_SIZE, TRANSACTIONAL_FLAG, BatchHeader
+from broker.log.record_batch import HEADER_SIZE, TRANSACTIONAL_FLAG, BatchHeader, read_varint
 
 # ControlRecordType: key = int16 version (0), int16 type. 2 and 3 are Raft's (KIP-595); other types are UNKNOWN.
 CONTROL_KEY = struct.Struct(">hh")
@@ -37,17 +37,6 @@ def is_transactional(header: BatchHeader) -> bool:
     return bool(header.attributes & TRANSACTIONAL_FLAG)
 
 
-def _read_varint(buf: bytes | memoryview, position: int) -> tuple[int, int]:
-    shift = result = 0
-    while True:
-        byte = buf[position]
-        position += 1
-        result |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return (result >> 1) ^ -(result & 1), position
-        shift += 7
-
-
 def control_record_type(batch: bytes | bytearray | memoryview) -> int | None:
     """The type of a control batch's (first) record: ABORT, COMMIT, another known or unknown type; None when the
     batch has no record or its key is not a control key (Kafka's ControlRecordType.parse reads the same key).
@@ -55,11 +44,11 @@ def control_record_type(batch: bytes | bytearray | memoryview) -> int | None:
     view = memoryview(batch)
     try:
         position = HEADER_SIZE
-        _, position = _read_varint(view, position)  # record length
+        _, position = read_varint(view, position)  # record length
         position += 1  # attributes
-        _, position = _read_varint(view, position)  # timestamp delta
-        _, position = _read_varint(view, position)  # offset delta
-        key_length, position = _read_varint(view, position)
+        _, position = read_varint(view, position)  # timestamp delta
+        _, position = read_varint(view, position)  # offset delta
+        key_length, position = read_varint(view, position)
         if key_length < CONTROL_KEY.size:
             return None
         version, control_type = CONTROL_KEY.unpack_from(view, position)
