@@ -108,6 +108,8 @@ def validate_topic_overrides(topic: str, overrides: Mapping[str, str], log_defau
         return log_defaults.with_overrides(log_overrides)
     except ValidationError as exc:
         error = exc.errors()[0]
+        if not error["loc"]:  # a rule across settings (min.compaction.lag.ms > max.compaction.lag.ms)
+            raise ConfigError(str(error["ctx"]["error"]), ErrorCode.invalid_config) from None
         name = LogConfig.model_fields[str(error["loc"][0])].alias if str(error["loc"][0]) in LogConfig.model_fields \
             else str(error["loc"][0])
         raise _bad_value(topic, name, log_overrides.get(name), value_reason(name, error)) from None

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 LONG_MAX = 2**63 - 1
 _DAY_MS = 24 * 60 * 60 * 1000
@@ -67,6 +67,14 @@ class LogConfig(BaseModel):
         if not value.strip() or any(p not in CLEANUP_POLICIES for p in policies):
             raise ValueError(f"cleanup.policy must be a list of {' and '.join(CLEANUP_POLICIES)} (got {value!r})")
         return value
+
+    @model_validator(mode="after")
+    def _compaction_lags_in_order(self) -> LogConfig:
+        # LogConfig.validateValues: InvalidConfigurationException, INVALID_CONFIG on the wire
+        if self.min_compaction_lag_ms > self.max_compaction_lag_ms:
+            raise ValueError(f"conflict topic config setting min.compaction.lag.ms ({self.min_compaction_lag_ms}) > "
+                             f"max.compaction.lag.ms ({self.max_compaction_lag_ms})")
+        return self
 
     @property
     def compact(self) -> bool:

@@ -76,3 +76,13 @@ def test_config_change_notifications_are_version_2_and_version_1_is_still_read()
     assert ConfigChangeNotificationZNode.sequence("other") is None
     with pytest.raises(ZNodeDecodeError):
         ConfigChangeNotificationZNode.decode("c", b'{"version":2}')
+
+
+def test_a_min_compaction_lag_above_the_max_is_invalid_config():
+    # LogConfig.validateValues: an InvalidConfigurationException, whichever of the two is changed
+    with pytest.raises(ConfigError) as info:
+        validate_topic_overrides("t", {"min.compaction.lag.ms": "10", "max.compaction.lag.ms": "5"}, LogConfig())
+    assert info.value.error_code is ErrorCode.invalid_config
+    assert "min.compaction.lag.ms (10) > max.compaction.lag.ms (5)" in str(info.value)
+    assert validate_topic_overrides("t", {"min.compaction.lag.ms": "5", "max.compaction.lag.ms": "5"},
+                                    LogConfig()).min_compaction_lag_ms == 5

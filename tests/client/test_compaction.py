@@ -75,6 +75,25 @@ def test_an_unknown_cleanup_policy_is_refused(cluster):
     assert info.value.args[0].name() == "INVALID_CONFIG"
 
 
+def test_a_min_compaction_lag_above_the_max_is_refused_at_create_and_alter(cluster):
+    from confluent_kafka import KafkaException
+
+    lags = {"cleanup.policy": "compact", "min.compaction.lag.ms": "60000", "max.compaction.lag.ms": "1000"}
+    with pytest.raises(KafkaException) as info:
+        create(cluster, "lags-crossed", 1, 1, lags)
+    assert info.value.args[0].name() == "INVALID_CONFIG"
+    assert "min.compaction.lag.ms (60000) > max.compaction.lag.ms (1000)" in info.value.args[0].str()
+    create(cluster, "lags-in-order", 1, 1, {"cleanup.policy": "compact", "max.compaction.lag.ms": "1000"})
+    resource = ConfigResource(ConfigResource.Type.TOPIC, "lags-in-order",
+                              set_config={"max.compaction.lag.ms": "1000", "min.compaction.lag.ms": "60000"})
+    client = admin(cluster)
+    with pytest.raises(KafkaException) as info:
+        client.alter_configs([resource])[resource].result(30)
+    assert info.value.args[0].name() == "INVALID_CONFIG"
+    described = client.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, "lags-in-order")])
+    assert next(iter(described.values())).result(30)["min.compaction.lag.ms"].value == "0", "nothing changed"
+
+
 def test_a_record_without_a_key_is_refused_by_a_compacted_topic(cluster):
     create(cluster, "compacted-keyless", 1, 1, {"cleanup.policy": "compact"})
     producer = Producer({"bootstrap.servers": bootstrap(cluster), "retries": 0})

@@ -37,6 +37,8 @@ def check_topic_configs(admin: AdminAccess, configs: dict[str, str]) -> None:
             {k: v for k, v in configs.items() if k not in CONTROLLER_TOPIC_CONFIGS})
     except ValidationError as exc:
         error = exc.errors()[0]
+        if not error["loc"]:  # a rule across settings (min.compaction.lag.ms > max.compaction.lag.ms)
+            raise AdminError(str(error["ctx"]["error"]), ErrorCode.invalid_config) from None
         raise AdminError(f"invalid value for {'.'.join(map(str, error['loc']))}: {error['msg']}",
                          ErrorCode.invalid_config) from None
 
