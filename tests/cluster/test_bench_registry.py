@@ -51,7 +51,7 @@ DEFAULTS = {
                     "phase_timeout": 180, "catchup_mib": 1024, "timer_ops": 1_000_000},
     "reassign": {"size_mib": 1024, "timeout": 1800},
     "groups": {"rounds": 3},
-    "scale": {"partitions": [100, 1000, 3000], "idle_s": 10.0, "settle_s": 3.0, "phase_timeout": 300},
+    "scale": {"partitions": [100, 1000, 3000], "idle_s": 10.0, "settle_s": 3.0, "phase_timeout": 300, "idle_only": False},
     "trace": {"messages": 50_000, "rounds": 5},
     "log": {"dir": None, "quick": False, "append_mib": None, "append_rounds": None, "segments": None,
             "lookups": None, "recovery_mib": None},
