@@ -170,7 +170,9 @@ class Partition:
         for replica in state.replicas:
             if replica == self.local_broker_id:
                 continue
-            follower = self.followers.get(replica) if was_leader else None
+            # A follower outside the new ISR counts only once it fetches in this epoch: the controller may just have
+            # taken it out (a controlled shutdown, StopReplica), and its old position would put it straight back
+            follower = self.followers.get(replica) if was_leader and replica in self.isr else None
             follower = follower or FollowerState(replica)
             follower.last_caught_up_time_ms = now_ms if replica in self.isr else 0
             follower.last_fetch_leader_log_end_offset = leo
