@@ -364,6 +364,48 @@ class GroupStateChanged(TraceEvent):
     reason: str = ""
 
 
+class TransactionStateChanged(TraceEvent):
+    """A transaction coordinator moved a transactional id to another state (Kafka's TransactionState names),
+    written once the change is durable in ``__transaction_state`` (PrepareEpochFence lives in memory only)."""
+
+    event: Literal["transaction_state_changed"] = "transaction_state_changed"
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    old_state: str
+    new_state: Literal["Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort",
+                       "Dead", "PrepareEpochFence"]
+    txn_partitions: list[str]      # "topic-partition"s in the transaction
+    coordinator_epoch: int         # the leader epoch of the coordinator's __transaction_state partition
+    state_partition: int           # that partition
+    reason: str = ""               # e.g. "EndTxn(commit)", "timed out", "fenced by InitProducerId"
+
+
+class TxnMarkerWritten(TraceEvent):
+    """A partition leader appended a transaction's COMMIT or ABORT marker (a control batch) at ``offset``."""
+
+    event: Literal["txn_marker_written"] = "txn_marker_written"
+    topic: str
+    partition: int
+    producer_id: int
+    producer_epoch: int
+    marker: Literal["COMMIT", "ABORT"]
+    offset: int
+    coordinator_epoch: int
+
+
+class LastStableOffsetChanged(TraceEvent):
+    """A leader's last stable offset stopped following its high watermark (a transaction is open below it) or
+    moved while held (a transaction ended). Not written while LSO = HW and nothing is open."""
+
+    event: Literal["last_stable_offset_changed"] = "last_stable_offset_changed"
+    topic: str
+    partition: int
+    last_stable_offset: int
+    high_watermark: int
+    open_transactions: int
+
+
 class FaultInjected(TraceEvent):
     """kafkasim's own tools broke something on purpose (``broker_id`` is the victim, -1 for none)."""
 
@@ -403,7 +445,7 @@ AnyTraceEvent = Annotated[
     | ControlRequestReceived | ControlRequestApplied | ReplicaRoleChanged | ControlledShutdownStep | BrokerStopped
     | LogDirFailed | LogCleaned | ProduceAcknowledged | IsrChanged | FollowerTruncated | HighWatermarkUpdated
     | FollowerFetchStateUpdated | LogStartOffsetIncremented | FetchServed | DelayedOperationFinished
-    | GroupStateChanged | FaultInjected
+    | GroupStateChanged | TransactionStateChanged | TxnMarkerWritten | LastStableOffsetChanged | FaultInjected
     | ScenarioStep | TraceEventsDropped,
     Field(discriminator="event"),
 ]

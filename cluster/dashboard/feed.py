@@ -113,6 +113,12 @@ SENTENCES: dict[type[te.TraceEvent], Callable] = {
                               f"{e.keys} keys, up to offset {e.end_offset}"),
     te.GroupStateChanged: lambda e: (f"group {e.group_id}: {e.old_state} → {e.new_state}, generation "
                                      f"{e.generation_id}, {e.members} members"),
+    te.TransactionStateChanged: lambda e: (f"transaction {e.transactional_id} (producer {e.producer_id}, epoch "
+                                           f"{e.producer_epoch}): {e.old_state} → {e.new_state}"
+                                           + (f", {len(e.txn_partitions)} partitions" if e.txn_partitions else "")
+                                           + (f" ({e.reason})" if e.reason else "")),
+    te.TxnMarkerWritten: lambda e: (f"broker {e.broker_id} wrote the {e.marker} marker of producer {e.producer_id} "
+                                    f"to {e.topic}-{e.partition} at offset {e.offset}"),
     te.FaultInjected: _fault,
     te.ScenarioStep: _scenario_step,
     te.TraceEventsDropped: lambda e: f"broker {e.broker_id} dropped {e.dropped_total} trace events",
