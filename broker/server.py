@@ -199,12 +199,7 @@ class KafkaServer:
         return int(self.loop.time() * 1000)
 
     def _on_log_cleaned(self, report: CleaningReport) -> None:
-        self.trace.emit(te.LogCleaned, topic=report.topic, partition=report.partition,
-                        first_dirty_offset=report.first_dirty_offset, end_offset=report.end_offset,
-                        segments_before=report.segments_before, segments_after=report.segments_after,
-                        bytes_before=report.bytes_before, bytes_after=report.bytes_after,
-                        dirty_bytes=report.dirty_bytes, records_read=report.records_read,
-                        records_kept=report.records_kept, keys=report.keys, duration_ms=report.duration_ms)
+        self.trace.emit(te.LogCleaned, **report.event_fields())
 
     @property
     def is_controller(self) -> bool:
