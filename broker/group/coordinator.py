@@ -704,7 +704,8 @@ class GroupCoordinator:
 
         def stored_txn(error: ErrorCode, base_offset: int = -1) -> None:
             assert producer is not None
-            mapped = map_store_error(error)
+            # a fenced producer is told so (Kafka passes the log's INVALID_PRODUCER_EPOCH through)
+            mapped = error if error == ErrorCode.invalid_producer_epoch else map_store_error(error)
             for tp, value in accepted.items():
                 if mapped == ErrorCode.none:
                     group.on_txn_offset_commit_append(producer[0], tp, value, base_offset)

@@ -21,6 +21,8 @@ from broker.log.record_batch import HEADER_SIZE, TRANSACTIONAL_FLAG, parse_heade
 from broker.log.records import NONE, Record, build_batch, read_varint
 from broker.log.transactions import ABORT, COMMIT, control_record_type
 from broker.purgatory.asyncio_timer import AsyncioTimer
+from broker.replication.delayed_ops import ProducePartitionStatus
+from broker.replication.partition import Partition
 from broker.replication.replica_manager import ReplicaIO
 from traces import events as te
 from traces.writer import TraceWriter
@@ -83,6 +85,17 @@ def logged_records(batches: bytes, from_offset: int = 0) -> Iterator[LoggedRecor
         position = end
 
 
+def _check_producer_epoch(partition: Partition, records: bytes) -> ProducePartitionStatus | None:
+    """A TxnOffsetCommit of a fenced producer (an older epoch than the partition knows) is refused, as Kafka's log
+    append of the offsets batch refuses it (ProducerAppendInfo.checkProducerEpoch)."""
+    header = parse_header(records, 0)
+    entry = partition.producer_state.producers.get(header.producer_id)
+    if entry is not None and header.producer_epoch < entry.producer_epoch:
+        return ProducePartitionStatus(ErrorCode.invalid_producer_epoch, error_message=(
+            f"producer {header.producer_id} has epoch {header.producer_epoch}, older than {entry.producer_epoch}"))
+    return None
+
+
 class GroupMetadataManager:
     def __init__(self, config, replica_io: ReplicaIO, trace: TraceWriter, now_ms: Callable[[], int]) -> None:
         """``config``: the broker's KafkaConfig (group.* and offsets.* settings)."""
@@ -135,7 +148,7 @@ class GroupMetadataManager:
         self.replica_io.append_records(
             {tp: batch}, -1, self.offsets_commit_timeout_ms, self.now_ms(),
             lambda statuses: done(statuses[tp].error, statuses[tp].base_offset),
-            from_coordinator=producer is not None)
+            check=None if producer is None else _check_producer_epoch, from_coordinator=producer is not None)
 
     def handle_txn_completion(self, producer_id: int, partitions: list[int], committed: bool) -> None:
         """A COMMIT or ABORT marker of the producer is replicated on these __consumer_offsets partitions."""

@@ -31,8 +31,8 @@ with warnings.catch_warnings():
 
 pytestmark = [pytest.mark.processes]
 TOPIC, GROUP = "txn-offsets-source", "txn-offsets-group"
-COMMITTED, ABORTED, OPEN = 910_001, 910_002, 910_003  # producer ids of three transactions
-UNSTABLE_OFFSET_COMMIT = 88
+COMMITTED, ABORTED, OPEN, FENCED = 910_001, 910_002, 910_003, 910_004  # producer ids of four transactions
+INVALID_PRODUCER_EPOCH, UNSTABLE_OFFSET_COMMIT = 47, 88
 
 
 def call(connection: RawConnection, request, response_class, version: int):
@@ -42,13 +42,13 @@ def call(connection: RawConnection, request, response_class, version: int):
     return decode_exactly(response_class, connection.read_frame(), version)
 
 
-def txn_commit(connection: RawConnection, producer_id: int, offsets: dict[int, int]) -> dict[int, int]:
+def txn_commit(connection: RawConnection, producer_id: int, offsets: dict[int, int], epoch: int = 0) -> dict[int, int]:
     """TxnOffsetCommit v3 for TOPIC's partitions; the error of each."""
     partitions = [TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition(
         partition_index=p, committed_offset=o, committed_leader_epoch=-1, committed_metadata="")
         for p, o in offsets.items()]
     request = TxnOffsetCommitRequest(
-        transactional_id=f"txn-{producer_id}", group_id=GROUP, producer_id=producer_id, producer_epoch=0,
+        transactional_id=f"txn-{producer_id}", group_id=GROUP, producer_id=producer_id, producer_epoch=epoch,
         generation_id=-1, member_id="", group_instance_id=None,
         topics=[TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic(name=TOPIC, partitions=partitions)])
     answer = call(connection, request, TxnOffsetCommitResponse, 3)
@@ -64,9 +64,10 @@ def fetch(connection: RawConnection, require_stable: bool) -> dict[int, tuple[in
     return {p.partition_index: (p.committed_offset, p.error_code) for t in answer.topics for p in t.partitions}
 
 
-def write_marker(connection: RawConnection, producer_id: int, offsets_partition: int, *, commit: bool) -> int:
+def write_marker(connection: RawConnection, producer_id: int, offsets_partition: int, *, commit: bool,
+                 epoch: int = 0) -> int:
     marker = WriteTxnMarkersRequest.WritableTxnMarker(
-        producer_id=producer_id, producer_epoch=0, transaction_result=commit, coordinator_epoch=0,
+        producer_id=producer_id, producer_epoch=epoch, transaction_result=commit, coordinator_epoch=0,
         topics=[WriteTxnMarkersRequest.WritableTxnMarker.WritableTxnMarkerTopic(
             name=OFFSETS_TOPIC, partition_indexes=[offsets_partition])])
     answer = call(connection, WriteTxnMarkersRequest(markers=[marker]), WriteTxnMarkersResponse, 1)
@@ -89,6 +90,10 @@ def test_txn_offsets_wait_for_their_marker_and_a_new_coordinator_replays_them(sh
         assert txn_commit(connection, ABORTED, {0: 99}) == {0: 0}
         assert write_marker(connection, ABORTED, offsets_partition, commit=False) == 0
         assert fetch(connection, require_stable=True) == {0: (10, 0), 1: (11, 0)}
+
+        # a producer whose epoch moved on (its marker at epoch 1) is fenced at its old epoch
+        assert write_marker(connection, FENCED, offsets_partition, commit=False, epoch=1) == 0
+        assert txn_commit(connection, FENCED, {0: 77}, epoch=0) == {0: INVALID_PRODUCER_EPOCH}
 
         assert txn_commit(connection, OPEN, {1: 50}) == {1: 0}  # its marker comes after the failover
         assert fetch(connection, require_stable=True) == {0: (10, 0), 1: (-1, UNSTABLE_OFFSET_COMMIT)}
