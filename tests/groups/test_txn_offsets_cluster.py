@@ -7,16 +7,18 @@ There is no transaction coordinator here: the test plays it, choosing the produc
 
 from __future__ import annotations
 
+import time
 import warnings
 
 import pytest
+from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from broker.group.coordinator import partition_for
 from broker.group.manager import OFFSETS_TOPIC
 from tests.client.support import RawConnection, client_port, decode_exactly
 from tests.cluster.test_controller import make_topic
-from tests.groups.support import committed_offsets, coordinator_of
+from tests.groups.support import committed_offsets, coordinator_of, produce
 from tests.harness import RunningCluster, wait_until
 
 with warnings.catch_warnings():
@@ -42,15 +44,16 @@ def call(connection: RawConnection, request, response_class, version: int):
     return decode_exactly(response_class, connection.read_frame(), version)
 
 
-def txn_commit(connection: RawConnection, producer_id: int, offsets: dict[int, int], epoch: int = 0) -> dict[int, int]:
-    """TxnOffsetCommit v3 for TOPIC's partitions; the error of each."""
+def txn_commit(connection: RawConnection, producer_id: int, offsets: dict[int, int], epoch: int = 0,
+               topic: str = TOPIC, group: str = GROUP) -> dict[int, int]:
+    """TxnOffsetCommit v3 for the topic's partitions; the error of each."""
     partitions = [TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition(
         partition_index=p, committed_offset=o, committed_leader_epoch=-1, committed_metadata="")
         for p, o in offsets.items()]
     request = TxnOffsetCommitRequest(
-        transactional_id=f"txn-{producer_id}", group_id=GROUP, producer_id=producer_id, producer_epoch=epoch,
+        transactional_id=f"txn-{producer_id}", group_id=group, producer_id=producer_id, producer_epoch=epoch,
         generation_id=-1, member_id="", group_instance_id=None,
-        topics=[TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic(name=TOPIC, partitions=partitions)])
+        topics=[TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic(name=topic, partitions=partitions)])
     answer = call(connection, request, TxnOffsetCommitResponse, 3)
     return {p.partition_index: p.error_code for t in answer.topics for p in t.partitions}
 
@@ -111,3 +114,33 @@ def test_txn_offsets_wait_for_their_marker_and_a_new_coordinator_replays_them(sh
             assert fetch(connection, require_stable=True) == {0: (10, 0), 1: (50, 0)}
     finally:
         shared_cluster.start(coordinator)
+
+
+def test_a_read_committed_consumer_waits_for_the_transaction_and_starts_at_its_offset(shared_cluster: RunningCluster):
+    """KIP-447: librdkafka (isolation.level=read_committed) fetches its committed offsets with require_stable, so a
+    consumer starting while a transaction holds the group's offsets waits for the marker instead of starting from
+    the previous commit (here none: it would reset to the earliest offset and read records twice)."""
+    topic, group = "txn-offsets-resume", "txn-offsets-resume-group"
+    bootstrap = shared_cluster.spec.bootstrap_servers
+    make_topic(shared_cluster, topic, 1, 3)
+    produce(bootstrap, topic, {0: 10})
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    coordinator = coordinator_of(admin, group)
+    offsets_partition = partition_for(group, len(shared_cluster.state([OFFSETS_TOPIC]).partitions))
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest", "isolation.level": "read_committed",
+                         "fetch.wait.max.ms": 100})
+    with RawConnection(client_port(shared_cluster, coordinator)) as connection:
+        assert txn_commit(connection, COMMITTED, {0: 6}, topic=topic, group=group) == {0: 0}
+        try:
+            consumer.assign([TopicPartition(topic, 0)])
+            early = [m.offset() for m in consumer.consume(10, timeout=3) if m.error() is None]
+            assert early == [], "the consumer started before the transaction's offsets were decided"
+            assert write_marker(connection, COMMITTED, offsets_partition, commit=True) == 0
+            got: list[int] = []
+            deadline = time.monotonic() + 30
+            while len(got) < 4 and time.monotonic() < deadline:
+                got += [m.offset() for m in consumer.consume(10, timeout=0.5) if m.error() is None]
+            assert got == [6, 7, 8, 9]
+        finally:
+            consumer.close()
