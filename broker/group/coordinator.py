@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from kio.schema.errors import ErrorCode
 
 from broker.group import records as rec
-from broker.group.replay import LoggedRecord, PartitionReplay, TxnMarker
 from broker.group.metadata import (
     GroupMetadata,
     GroupState,
@@ -21,13 +20,13 @@ from broker.group.metadata import (
     MemberMetadata,
     OffsetAndMetadata,
 )
+from broker.group.replay import LoggedRecord, PartitionReplay, TxnMarker
 from broker.purgatory.delayed_operation import DelayedOperation
 from broker.purgatory.purgatory import DelayedOperationPurgatory, GroupKey
 
 Entry = tuple[bytes, bytes | None]  # one __consumer_offsets record: key, value (None = tombstone)
 # append(partition, entries, done, producer): done(error, base offset of the batch or -1); ``producer`` (id,
 # epoch) makes the batch transactional (TxnOffsetCommit)
-AppendDone = Callable[..., None]
 AppendFunction = Callable[..., None]
 StateListener = Callable[[GroupMetadata, str, str], None]
 TopicPartition = tuple[str, int]
