@@ -123,10 +123,14 @@ def test_a_failed_write_forgets_the_pending_offsets_and_answers_the_mapped_error
     assert fetch(h, ORDERS, require_stable=True) == {ORDERS: None}
 
 
-def test_a_partition_this_broker_does_not_lead_is_not_coordinator():
+def test_a_partition_this_broker_does_not_lead_is_not_coordinator_and_one_loading_is_load_in_progress():
     h = Harness()
-    h.coordinator.unload_partition(h.coordinator.partition_of(GROUP))
+    partition = h.coordinator.partition_of(GROUP)
+    h.coordinator.unload_partition(partition)
     assert txn_commit(h, {ORDERS: OffsetAndMetadata(10)}) == {ORDERS: ErrorCode.not_coordinator}
+    h.coordinator.begin_loading(partition)
+    assert txn_commit(h, {ORDERS: OffsetAndMetadata(10)}) == {ORDERS: ErrorCode.coordinator_load_in_progress}
+    assert h.store.log == []
 
 
 def test_expiry_keeps_an_empty_group_while_a_transaction_holds_offsets_for_it():

@@ -34,7 +34,7 @@ with warnings.catch_warnings():
 pytestmark = [pytest.mark.processes]
 TOPIC, GROUP = "txn-offsets-source", "txn-offsets-group"
 COMMITTED, ABORTED, OPEN, FENCED = 910_001, 910_002, 910_003, 910_004  # producer ids of four transactions
-INVALID_PRODUCER_EPOCH, UNSTABLE_OFFSET_COMMIT = 47, 88
+NOT_COORDINATOR, INVALID_PRODUCER_EPOCH, UNSTABLE_OFFSET_COMMIT = 16, 47, 88
 
 
 def call(connection: RawConnection, request, response_class, version: int):
@@ -82,6 +82,9 @@ def test_txn_offsets_wait_for_their_marker_and_a_new_coordinator_replays_them(sh
     admin = AdminClient({"bootstrap.servers": shared_cluster.spec.bootstrap_servers})
     coordinator = coordinator_of(admin, GROUP)
     offsets_partition = partition_for(GROUP, len(shared_cluster.state([OFFSETS_TOPIC]).partitions))
+    other = next(b.broker_id for b in shared_cluster.spec.brokers if b.broker_id != coordinator)
+    with RawConnection(client_port(shared_cluster, other)) as connection:
+        assert txn_commit(connection, COMMITTED, {0: 10, 1: 11}) == {0: NOT_COORDINATOR, 1: NOT_COORDINATOR}
     with RawConnection(client_port(shared_cluster, coordinator)) as connection:
         assert txn_commit(connection, COMMITTED, {0: 10, 1: 11}) == {0: 0, 1: 0}
         assert fetch(connection, require_stable=False) == {0: (-1, 0), 1: (-1, 0)}
