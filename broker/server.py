@@ -159,7 +159,8 @@ class KafkaServer:
         self.role_changes.add_leadership_listener(self.group_manager.on_role_change)
         self.apis = KafkaApis(
             config, self.metadata_cache, lambda: self.cluster_id,
-            ReplicaAccess(self.replica_io, self.now_ms, self.trace_produce),
+            ReplicaAccess(self.replica_io, self.now_ms, self.trace_produce,
+                          self.group_manager.handle_txn_completion),
             GroupAccess(self.group_manager.coordinator, self.metadata_cache, self.zk, config),
             AdminAccess(config.broker_id, config, self.zk, self.metadata_cache, lambda: self.log_service.default_config,
                         lambda: self.config_layers,

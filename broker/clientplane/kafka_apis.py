@@ -75,6 +75,7 @@ class KafkaApis:
             ApiKey.LEAVE_GROUP: (group.handle_leave_group, groups),
             ApiKey.OFFSET_COMMIT: (group.handle_offset_commit, groups),
             ApiKey.OFFSET_FETCH: (group.handle_offset_fetch, groups),
+            ApiKey.TXN_OFFSET_COMMIT: (group.handle_txn_offset_commit, groups),
             ApiKey.DESCRIBE_GROUPS: (group.handle_describe_groups, groups),
             ApiKey.LIST_GROUPS: (group.handle_list_groups, groups),
             ApiKey.DELETE_GROUPS: (group_admin.handle_delete_groups, groups),

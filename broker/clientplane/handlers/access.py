@@ -27,6 +27,9 @@ class ReplicaAccess:
     replica_io: ReplicaIO
     now_ms: Callable[[], int]
     on_produce_answered: Callable[[dict, int], None]  # (statuses by partition, acks): traced
+    # (producer id, __consumer_offsets partitions, committed): a marker written there completes the producer's
+    # transactional offset commits (the group coordinator's handleTxnCompletion)
+    on_offsets_txn_marker: Callable[[int, list[int], bool], None] = lambda producer_id, partitions, committed: None
 
 
 @dataclass(frozen=True)

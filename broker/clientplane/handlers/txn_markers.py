@@ -12,6 +12,7 @@ the coordinator, which owns those epochs.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 from kio.schema.errors import ErrorCode
 
@@ -21,6 +22,7 @@ from broker.clientplane.network import Delayed
 from broker.clientplane.protocol.build import build
 from broker.clientplane.protocol.messages import Request
 from broker.clientplane.protocol.versions import ApiKey
+from broker.group.manager import OFFSETS_TOPIC
 from broker.log.record_batch import parse_header
 from broker.log.records import build_end_txn_marker
 from broker.replication.delayed_ops import ProducePartitionStatus
@@ -40,6 +42,19 @@ def check_marker_epoch(partition: Partition, records: bytes) -> ProducePartition
     return None
 
 
+def completing_offsets_txn(replicas: ReplicaAccess, producer_id: int, committed: bool,
+                           respond: Callable[[dict[tuple[str, int], ProducePartitionStatus]], None]):
+    """Kafka's maybeSendResponseCallback: once a marker is replicated on __consumer_offsets partitions, the group
+    coordinator completes the producer's transactional offset commits there, then the answer goes out."""
+    def respond_after(statuses: dict[tuple[str, int], ProducePartitionStatus]) -> None:
+        done = [p for (topic, p), status in statuses.items()
+                if topic == OFFSETS_TOPIC and status.error == ErrorCode.none]
+        if done:
+            replicas.on_offsets_txn_marker(producer_id, done, committed)
+        respond(statuses)
+    return respond_after
+
+
 async def handle_write_txn_markers(replicas: ReplicaAccess, request: Request):
     module = response_module(ApiKey.WRITE_TXN_MARKERS, request.header.api_version)
     loop = asyncio.get_running_loop()
@@ -51,6 +66,7 @@ async def handle_write_txn_markers(replicas: ReplicaAccess, request: Request):
                                        coordinator_epoch=marker.coordinator_epoch, timestamp=now)
         partitions = [(topic.name, p) for topic in marker.topics for p in topic.partition_indexes]
         future, respond = answer_once(loop)
+        respond = completing_offsets_txn(replicas, marker.producer_id, marker.transaction_result, respond)
         replicas.replica_io.append_records({tp: records for tp in partitions}, -1, MARKER_TIMEOUT_MS, now, respond,
                                            check=check_marker_epoch, from_coordinator=True)
         pending.append((marker.producer_id, partitions, future))
