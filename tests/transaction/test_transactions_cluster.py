@@ -1,0 +1,157 @@
+"""Transactions on real brokers with confluent-kafka's transactional producer, unmodified (issue 20): the
+coordinator on __transaction_state, commit and abort seen by read_committed and read_uncommitted consumers, the last
+stable offset held at an open transaction's first offset, a zombie producer fenced by a new one with its
+transactional id, and a silent producer's transaction aborted after transaction.timeout.ms."""
+
+from __future__ import annotations
+
+import struct
+import time
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from kafka.protocol.consumer import ListOffsetsRequest
+
+from tests.client.support import LATEST, RawConnection, bootstrap, client_port, create_topic, leader_of, wait_until
+from tests.harness import RunningCluster, module_cluster
+
+ABORT_CHECK_MS = 500
+cluster = module_cluster("txn-cluster", overrides={
+    # the coordinator looks for timed-out transactions every half second instead of every 10 s
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": str(ABORT_CHECK_MS)})
+
+READ_COMMITTED, READ_UNCOMMITTED = 1, 0
+
+
+def transactional_producer(cluster: RunningCluster, transactional_id: str, **settings) -> Producer:
+    producer = Producer({"bootstrap.servers": bootstrap(cluster), "transactional.id": transactional_id,
+                         "linger.ms": 5, **settings})
+    producer.init_transactions(60)
+    return producer
+
+
+def latest(cluster: RunningCluster, topic: str, isolation_level: int) -> int:
+    """ListOffsets LATEST from the partition's leader: the LSO for read_committed, the HW for read_uncommitted."""
+    wanted = ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition(partition_index=0, current_leader_epoch=-1,
+                                                                      timestamp=LATEST)
+    request = ListOffsetsRequest(replica_id=-1, isolation_level=isolation_level,
+                                 topics=[ListOffsetsRequest.ListOffsetsTopic(name=topic, partitions=[wanted])])
+    with RawConnection(client_port(cluster, leader_of(cluster, topic))) as connection:
+        answer = connection.request(request, 5).topics[0].partitions[0]
+    assert answer.error_code == 0
+    return answer.offset
+
+
+def consume(cluster: RunningCluster, topic: str, isolation: str, expected: int, linger_s: float = 2) -> list[bytes]:
+    """Every value an assign()-mode consumer reads from offset 0: until ``expected`` arrived, then ``linger_s``
+    more, so that a record that should not be visible would show up too."""
+    consumer = Consumer({"bootstrap.servers": bootstrap(cluster), "group.id": f"txn-{isolation}",
+                         "enable.auto.commit": False, "fetch.wait.max.ms": 100, "isolation.level": isolation})
+    got: list[bytes] = []
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        deadline = time.monotonic() + 40
+        linger_until = None
+        while time.monotonic() < (linger_until or deadline):
+            message = consumer.poll(0.2)
+            if message is not None and message.error() is None:
+                got.append(message.value())
+            if linger_until is None and len(got) >= expected:
+                linger_until = time.monotonic() + linger_s
+    finally:
+        consumer.close()
+    return got
+
+
+def txnindex_entries(cluster: RunningCluster, topic: str) -> list[tuple[int, int, int, int, int]]:
+    """The leader's .txnindex entries of partition 0 (Kafka's 34-byte big-endian layout)."""
+    directory = cluster.layout.broker_dir(leader_of(cluster, topic)) / "logs" / f"{topic}-0"
+    data = b"".join(path.read_bytes() for path in sorted(directory.glob("*.txnindex")))
+    return [struct.unpack_from(">hqqqq", data, at) for at in range(0, len(data), 34)]
+
+
+def test_committed_values_are_read_committed_aborted_ones_only_uncommitted(cluster: RunningCluster):
+    topic = "txn-orders"
+    create_topic(cluster, topic, 1, 3)
+    producer = transactional_producer(cluster, "orders-tx")
+    for values, commit in (([b"c1", b"c2"], True), ([b"a1", b"a2"], False), ([b"c3"], True)):
+        producer.begin_transaction()
+        for value in values:
+            producer.produce(topic, value, partition=0)
+        producer.flush(30)
+        if commit:
+            producer.commit_transaction(30)
+        else:
+            producer.abort_transaction(30)
+
+    assert consume(cluster, topic, "read_committed", 3) == [b"c1", b"c2", b"c3"]
+    assert consume(cluster, topic, "read_uncommitted", 5) == [b"c1", b"c2", b"a1", b"a2", b"c3"]
+    # c1 c2 COMMIT a1 a2 ABORT c3 COMMIT: every marker replicated, nothing open
+    wait_until(lambda: latest(cluster, topic, READ_COMMITTED) == 8, 20, "the LSO to reach the log end")
+    # the abort is in the aborted-transaction index: first offset 3 (a1), marker at 5
+    [(version, producer_id, first, last, _lso)] = txnindex_entries(cluster, topic)
+    assert (version, first, last) == (0, 3, 5) and producer_id >= 0
+
+
+def test_the_lso_stays_at_an_open_transactions_first_offset(cluster: RunningCluster):
+    topic = "txn-lso"
+    create_topic(cluster, topic, 1, 3)
+    producer = transactional_producer(cluster, "lso-tx")
+    producer.begin_transaction()
+    producer.produce(topic, b"committed", partition=0)
+    producer.commit_transaction(30)  # offsets 0 (data), 1 (marker)
+    producer.begin_transaction()
+    for value in (b"open-1", b"open-2", b"open-3"):
+        producer.produce(topic, value, partition=0)
+    producer.flush(30)  # offsets 2, 3, 4 written, not committed
+    wait_until(lambda: latest(cluster, topic, READ_UNCOMMITTED) == 5, 20, "the open transaction replicated")
+    assert latest(cluster, topic, READ_COMMITTED) == 2
+    assert consume(cluster, topic, "read_committed", 1) == [b"committed"]
+    producer.commit_transaction(30)
+    wait_until(lambda: latest(cluster, topic, READ_COMMITTED) == 6, 20, "the LSO to pass the commit marker")
+    assert consume(cluster, topic, "read_committed", 4) == [b"committed", b"open-1", b"open-2", b"open-3"]
+
+
+def test_a_second_producer_with_the_same_id_fences_the_first(cluster: RunningCluster):
+    topic = "txn-zombie"
+    create_topic(cluster, topic, 1, 3)
+    zombie = transactional_producer(cluster, "zombie-tx")
+    zombie.begin_transaction()
+    zombie.produce(topic, b"zombie-1", partition=0)
+    zombie.flush(30)
+
+    successor = transactional_producer(cluster, "zombie-tx")  # fences the zombie, aborts its transaction
+    successor.begin_transaction()
+    successor.produce(topic, b"successor-1", partition=0)
+    successor.commit_transaction(30)
+
+    zombie.produce(topic, b"zombie-2", partition=0)
+    with pytest.raises(KafkaException) as failure:
+        zombie.commit_transaction(30)
+    error = failure.value.args[0]
+    assert error.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH), error
+    assert error.fatal()
+
+    assert consume(cluster, topic, "read_committed", 1) == [b"successor-1"]
+    # the zombie's open transaction was aborted by the coordinator, not left hanging: the LSO is the log end
+    end = latest(cluster, topic, READ_UNCOMMITTED)
+    wait_until(lambda: latest(cluster, topic, READ_COMMITTED) == end, 20, "the LSO to reach the log end")
+    [(_, _, first, _, _)] = txnindex_entries(cluster, topic)
+    assert first == 0  # zombie-1's transaction is in the aborted index
+
+
+def test_a_silent_producers_transaction_is_aborted_after_its_timeout(cluster: RunningCluster):
+    topic = "txn-timeout"
+    create_topic(cluster, topic, 1, 3)
+    producer = transactional_producer(cluster, "silent-tx", **{"transaction.timeout.ms": 2000})
+    producer.begin_transaction()
+    producer.produce(topic, b"never-committed", partition=0)
+    producer.flush(30)
+    assert latest(cluster, topic, READ_COMMITTED) == 0
+    # no request from the producer: after 2 s (+ the check interval) the coordinator aborts on its own
+    wait_until(lambda: latest(cluster, topic, READ_COMMITTED) == 2, 20, "the coordinator to abort the transaction")
+    assert [entry[2:4] for entry in txnindex_entries(cluster, topic)] == [(0, 1)]
+    assert consume(cluster, topic, "read_uncommitted", 1) == [b"never-committed"]
+    assert consume(cluster, topic, "read_committed", 0, linger_s=1) == []
+    with pytest.raises(KafkaException):
+        producer.commit_transaction(30)
