@@ -11,6 +11,9 @@ import time
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from kafka.protocol.consumer import ListOffsetsRequest
+from kafka.protocol.producer import WriteTxnMarkersRequest
+
+from broker.group.coordinator import partition_for
 
 from tests.client.support import LATEST, RawConnection, bootstrap, client_port, create_topic, leader_of, wait_until
 from tests.harness import RunningCluster, module_cluster
@@ -21,6 +24,8 @@ cluster = module_cluster("txn-cluster", overrides={
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": str(ABORT_CHECK_MS)})
 
 READ_COMMITTED, READ_UNCOMMITTED = 1, 0
+STATE_PARTITIONS = 10  # transaction.state.log.num.partitions of the classroom profile
+TRANSACTION_COORDINATOR_FENCED = 52
 
 
 def transactional_producer(cluster: RunningCluster, transactional_id: str, **settings) -> Producer:
@@ -63,6 +68,10 @@ def consume(cluster: RunningCluster, topic: str, isolation: str, expected: int, 
     return got
 
 
+def coordinator_of(cluster: RunningCluster, transactional_id: str) -> int:
+    return leader_of(cluster, "__transaction_state", partition_for(transactional_id, STATE_PARTITIONS))
+
+
 def txnindex_entries(cluster: RunningCluster, topic: str) -> list[tuple[int, int, int, int, int]]:
     """The leader's .txnindex entries of partition 0 (Kafka's 34-byte big-endian layout)."""
     directory = cluster.layout.broker_dir(leader_of(cluster, topic)) / "logs" / f"{topic}-0"
@@ -91,6 +100,13 @@ def test_committed_values_are_read_committed_aborted_ones_only_uncommitted(clust
     # the abort is in the aborted-transaction index: first offset 3 (a1), marker at 5
     [(version, producer_id, first, last, _lso)] = txnindex_entries(cluster, topic)
     assert (version, first, last) == (0, 3, 5) and producer_id >= 0
+    # the coordinator traced every durable state change of the id
+    changes = [(e.old_state, e.new_state) for e in cluster.traces(coordinator_of(cluster, "orders-tx"))
+               if e.event == "transaction_state_changed" and e.transactional_id == "orders-tx"]
+    one_transaction = [("Ongoing", "PrepareCommit"), ("PrepareCommit", "CompleteCommit")]
+    assert changes == [("Empty", "Empty"), ("Empty", "Ongoing"), *one_transaction,
+                       ("CompleteCommit", "Ongoing"), ("Ongoing", "PrepareAbort"), ("PrepareAbort", "CompleteAbort"),
+                       ("CompleteAbort", "Ongoing"), *one_transaction]
 
 
 def test_the_lso_stays_at_an_open_transactions_first_offset(cluster: RunningCluster):
@@ -155,3 +171,64 @@ def test_a_silent_producers_transaction_is_aborted_after_its_timeout(cluster: Ru
     assert consume(cluster, topic, "read_committed", 0, linger_s=1) == []
     with pytest.raises(KafkaException):
         producer.commit_transaction(30)
+
+
+def write_marker(cluster: RunningCluster, topic: str, producer_id: int, coordinator_epoch: int) -> int:
+    marker = WriteTxnMarkersRequest.WritableTxnMarker(
+        producer_id=producer_id, producer_epoch=0, transaction_result=False, coordinator_epoch=coordinator_epoch,
+        topics=[WriteTxnMarkersRequest.WritableTxnMarker.WritableTxnMarkerTopic(name=topic, partition_indexes=[0])])
+    with RawConnection(client_port(cluster, leader_of(cluster, topic))) as connection:
+        reply = connection.request(WriteTxnMarkersRequest(markers=[marker]), 1)
+    return reply.markers[0].topics[0].partitions[0].error_code
+
+
+def test_a_marker_from_an_older_coordinator_epoch_is_fenced(cluster: RunningCluster):
+    topic = "txn-coordinator-fence"
+    create_topic(cluster, topic, 1, 3)
+    assert write_marker(cluster, topic, 777_001, coordinator_epoch=5) == 0
+    assert write_marker(cluster, topic, 777_001, coordinator_epoch=4) == TRANSACTION_COORDINATOR_FENCED
+    assert write_marker(cluster, topic, 777_001, coordinator_epoch=5) == 0  # the same coordinator again: fine
+    assert write_marker(cluster, topic, 777_002, coordinator_epoch=0) == 0  # another producer: its own epochs
+
+
+def test_a_transaction_survives_the_kill_of_its_coordinator(cluster: RunningCluster):
+    """kill -9 of the coordinator mid-transaction: the new leader of the id's __transaction_state partition loads
+    the open transaction (COORDINATOR_LOAD_IN_PROGRESS meanwhile) and the producer's commit completes everywhere."""
+    topic = "txn-failover"
+    create_topic(cluster, topic, 2, 3)
+    data_leaders = {leader_of(cluster, topic, 0), leader_of(cluster, topic, 1)}
+    # an id whose coordinator leads none of the data partitions, so the kill leaves the data where it is (a first
+    # transactional producer makes sure __transaction_state exists when this test runs alone)
+    transactional_producer(cluster, "failover-probe")
+    transactional_id = next(f"failover-{i}" for i in range(1000)
+                            if coordinator_of(cluster, f"failover-{i}") not in data_leaders)
+    producer = transactional_producer(cluster, transactional_id)
+    producer.begin_transaction()
+    for i in range(10):
+        producer.produce(topic, f"v{i}".encode(), partition=i % 2)
+    producer.flush(30)
+    victim = coordinator_of(cluster, transactional_id)
+    cluster.kill9(victim)
+    try:
+        wait_until(lambda: coordinator_of(cluster, transactional_id) not in (victim, -1), 30,
+                   "a new leader of the id's __transaction_state partition")
+        producer.commit_transaction(60)
+        consumer = Consumer({"bootstrap.servers": bootstrap(cluster), "group.id": "txn-failover",
+                             "enable.auto.commit": False, "isolation.level": "read_committed"})
+        got: list[bytes] = []
+        try:
+            consumer.assign([TopicPartition(topic, 0, 0), TopicPartition(topic, 1, 0)])
+            deadline = time.monotonic() + 40
+            while len(got) < 10 and time.monotonic() < deadline:
+                message = consumer.poll(0.2)
+                if message is not None and message.error() is None:
+                    got.append(message.value())
+        finally:
+            consumer.close()
+        assert sorted(got) == sorted(f"v{i}".encode() for i in range(10))
+        new_coordinator = coordinator_of(cluster, transactional_id)
+        states = [e.new_state for e in cluster.traces(new_coordinator)
+                  if e.event == "transaction_state_changed" and e.transactional_id == transactional_id]
+        assert states[-2:] == ["PrepareCommit", "CompleteCommit"]
+    finally:
+        cluster.start(victim)
