@@ -67,27 +67,28 @@ class TransactionStateManager:
             is_current=lambda request: self.coordinator.owned_partitions.get(request.state_partition)
             == request.coordinator_epoch,
             on_complete=self.coordinator.on_markers_written, partition_exists=partition_exists)
-        self._handles: list[asyncio.TimerHandle] = []
+        self._handles: dict[str, asyncio.TimerHandle] = {}
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._every(loop, self.abort_interval_s, self.coordinator.abort_timed_out_transactions, "aborted timed out")
-        self._every(loop, self.expiry_interval_s, self.coordinator.expire_transactional_ids, "expired")
+        self._every(loop, "abort", self.abort_interval_s, self.coordinator.abort_timed_out_transactions,
+                    "aborted timed-out transactions of")
+        self._every(loop, "expire", self.expiry_interval_s, self.coordinator.expire_transactional_ids,
+                    "expired the transactional ids")
 
-    def _every(self, loop: asyncio.AbstractEventLoop, interval_s: float, task: Callable[[], list[str]],
+    def _every(self, loop: asyncio.AbstractEventLoop, name: str, interval_s: float, task: Callable[[], list[str]],
                what: str) -> None:
         def run() -> None:
             try:
                 done = task()
                 if done:
-                    log.info("%s transactional ids %s", what, done)
+                    log.info("%s %s", what, done)
             except Exception:
-                log.exception("transaction coordinator task failed")
-            self._handles.append(loop.call_later(interval_s, run))
-            self._handles[:] = [h for h in self._handles if not h.cancelled() and h.when() > loop.time()]
-        self._handles.append(loop.call_later(interval_s, run))
+                log.exception("transaction coordinator task %r failed", name)
+            self._handles[name] = loop.call_later(interval_s, run)
+        self._handles[name] = loop.call_later(interval_s, run)
 
     async def close(self) -> None:
-        for handle in self._handles:
+        for handle in self._handles.values():
             handle.cancel()
         await self.markers.close()
 
