@@ -173,6 +173,22 @@ def test_a_silent_producers_transaction_is_aborted_after_its_timeout(cluster: Ru
         producer.commit_transaction(30)
 
 
+def read_committed(cluster: RunningCluster, topic: str, partitions: list[int], expected: int) -> list[bytes]:
+    consumer = Consumer({"bootstrap.servers": bootstrap(cluster), "group.id": f"{topic}-reader",
+                         "enable.auto.commit": False, "fetch.wait.max.ms": 100, "isolation.level": "read_committed"})
+    got: list[bytes] = []
+    try:
+        consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
+        deadline = time.monotonic() + 40
+        while len(got) < expected and time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            if message is not None and message.error() is None:
+                got.append(message.value())
+    finally:
+        consumer.close()
+    return got
+
+
 def write_marker(cluster: RunningCluster, topic: str, producer_id: int, coordinator_epoch: int) -> int:
     marker = WriteTxnMarkersRequest.WritableTxnMarker(
         producer_id=producer_id, producer_epoch=0, transaction_result=False, coordinator_epoch=coordinator_epoch,
@@ -213,22 +229,33 @@ def test_a_transaction_survives_the_kill_of_its_coordinator(cluster: RunningClus
         wait_until(lambda: coordinator_of(cluster, transactional_id) not in (victim, -1), 30,
                    "a new leader of the id's __transaction_state partition")
         producer.commit_transaction(60)
-        consumer = Consumer({"bootstrap.servers": bootstrap(cluster), "group.id": "txn-failover",
-                             "enable.auto.commit": False, "isolation.level": "read_committed"})
-        got: list[bytes] = []
-        try:
-            consumer.assign([TopicPartition(topic, 0, 0), TopicPartition(topic, 1, 0)])
-            deadline = time.monotonic() + 40
-            while len(got) < 10 and time.monotonic() < deadline:
-                message = consumer.poll(0.2)
-                if message is not None and message.error() is None:
-                    got.append(message.value())
-        finally:
-            consumer.close()
-        assert sorted(got) == sorted(f"v{i}".encode() for i in range(10))
+        assert sorted(read_committed(cluster, topic, [0, 1], 10)) == sorted(f"v{i}".encode() for i in range(10))
         new_coordinator = coordinator_of(cluster, transactional_id)
         states = [e.new_state for e in cluster.traces(new_coordinator)
                   if e.event == "transaction_state_changed" and e.transactional_id == transactional_id]
         assert states[-2:] == ["PrepareCommit", "CompleteCommit"]
+    finally:
+        cluster.start(victim)
+
+
+def test_markers_follow_a_partition_leader_killed_mid_transaction(cluster: RunningCluster):
+    """kill -9 of a data partition's leader after the transaction's records were acknowledged: the commit's marker
+    goes to the new leader (the marker channel retries until it is written) and the whole transaction is visible."""
+    topic = "txn-leader-failover"
+    create_topic(cluster, topic, 2, 3)
+    transactional_producer(cluster, "leader-failover-probe")
+    victim = leader_of(cluster, topic, 0)
+    transactional_id = next(f"leader-failover-{i}" for i in range(1000)
+                            if coordinator_of(cluster, f"leader-failover-{i}") != victim)
+    producer = transactional_producer(cluster, transactional_id, **{"acks": "all"})
+    producer.begin_transaction()
+    for i in range(10):
+        producer.produce(topic, f"w{i}".encode(), partition=i % 2)
+    producer.flush(30)
+    cluster.kill9(victim)
+    try:
+        producer.commit_transaction(60)
+        assert sorted(read_committed(cluster, topic, [0, 1], 10)) == sorted(f"w{i}".encode() for i in range(10))
+        assert leader_of(cluster, topic, 0) != victim
     finally:
         cluster.start(victim)
