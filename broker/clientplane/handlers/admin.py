@@ -1,5 +1,5 @@
-"""CreateTopics, CreatePartitions, DeleteTopics (active controller only, as in Kafka's ZooKeeper mode), topic
-auto-creation and InitProducerId (the config APIs are in configs.py)."""
+"""CreateTopics, CreatePartitions, DeleteTopics (active controller only, as in Kafka's ZooKeeper mode) and topic
+auto-creation (the config APIs are in configs.py, InitProducerId in transactions.py)."""
 
 from __future__ import annotations
 
@@ -153,15 +153,3 @@ async def auto_create_topic(admin: AdminAccess, name: str) -> ErrorCode:
     log.info("auto-created topic %s (%d partitions, replication factor %d)", name, admin.config.num_partitions,
              admin.config.default_replication_factor)
     return ErrorCode.leader_not_available
-
-
-async def handle_init_producer_id(admin: AdminAccess, request: Request):
-    module = response_module(ApiKey.INIT_PRODUCER_ID, request.header.api_version)
-    if request.body.transactional_id is not None:
-        log.warning("InitProducerId with transactional.id %r refused: kafkasim has no transactions",
-                    request.body.transactional_id)
-        return build(module.InitProducerIdResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.invalid_request,
-                     producer_id=-1, producer_epoch=-1)
-    producer_id = await admin.producer_ids.generate_producer_id()
-    return build(module.InitProducerIdResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.none,
-                 producer_id=producer_id, producer_epoch=0)
