@@ -174,7 +174,7 @@ class KafkaServer:
             GroupAccess(self.group_manager.coordinator, self.metadata_cache, self.zk, config),
             AdminAccess(config.broker_id, config, self.zk, self.metadata_cache, lambda: self.log_service.default_config,
                         lambda: self.config_layers,
-                        lambda: self.is_controller, self.producer_ids, self.elect_leaders,
+                        lambda: self.is_controller, self.elect_leaders,
                         self.alter_partition_reassignments, self.list_partition_reassignments),
             ClusterAccess(config, self.metadata_cache, lambda: self.cluster_id, self.log_service.manager,
                           self.replica_io),

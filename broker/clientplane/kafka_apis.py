@@ -28,6 +28,7 @@ from broker.clientplane.handlers import (
 )
 from broker.clientplane.handlers.access import AdminAccess, ClusterAccess, GroupAccess, ReplicaAccess, TxnAccess
 from broker.clientplane.handlers.common import response_module
+from broker.clientplane.handlers.produce import INTERNAL_TOPICS
 from broker.clientplane.protocol.api_versions import handle_api_versions
 from broker.clientplane.protocol.build import build
 from broker.clientplane.protocol.messages import Request
@@ -35,12 +36,10 @@ from broker.clientplane.protocol.versions import ApiKey
 from broker.config import KafkaConfig, Listener
 from broker.group.manager import OFFSETS_TOPIC
 from broker.metadata_cache import MetadataCache
-from broker.transaction.coordinator import TRANSACTION_STATE_TOPIC
 
 log = logging.getLogger(__name__)
 AUTHORIZED_OPERATIONS_NOT_REQUESTED = -(2**31)
 GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE = 0, 1  # FindCoordinator's key types
-INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
 
 
 class ApiNotServedError(RuntimeError):

@@ -126,3 +126,16 @@ def test_the_versions_tools_read_default_to_kafka_two_eight_and_take_any_from_ze
     older = KafkaConfig.from_properties({**BASE, "inter.broker.protocol.version": "2.4",
                                          "log.message.format.version": "0.11.0"})
     assert (older.inter_broker_protocol_version, older.log_message_format_version) == ("2.4", "0.11.0")
+
+
+def test_transaction_settings_are_kafkas_and_the_classroom_has_ten_state_partitions():
+    kafka = KafkaConfig.from_properties(BASE)
+    assert (kafka.transaction_state_log_num_partitions, kafka.transaction_state_log_replication_factor,
+            kafka.transaction_state_log_min_isr, kafka.transaction_state_log_segment_bytes) == (50, 3, 2, 104857600)
+    assert (kafka.transaction_max_timeout_ms, kafka.transactional_id_expiration_ms,
+            kafka.transaction_abort_timed_out_transaction_cleanup_interval_ms,
+            kafka.transaction_remove_expired_transaction_cleanup_interval_ms) == (900000, 604800000, 10000, 3600000)
+    classroom = KafkaConfig.from_properties({**BASE, "kafkasim.profile": "classroom"})
+    assert classroom.transaction_state_log_num_partitions == 10
+    with pytest.raises(ConfigError, match=r"transaction\.max\.timeout\.ms"):
+        KafkaConfig.from_properties({**BASE, "transaction.max.timeout.ms": "0"})

@@ -12,13 +12,22 @@ from kafka.protocol.producer import (
 )
 
 from broker.group.coordinator import partition_for
-from tests.client.support import RawConnection, client_port, create_topic, leader_of, wait_until
+from tests.client.support import (
+    RawConnection,
+    client_port,
+    create_topic,
+    leader_of,
+    metadata_request,
+    produce_request,
+    record_batch,
+    wait_until,
+)
 from tests.harness import RunningCluster, module_cluster
 from tests.transaction.test_transactions_cluster import STATE_PARTITIONS, transactional_producer
 
 cluster = module_cluster("txn-wire")
 
-NONE, UNKNOWN_TOPIC_OR_PARTITION, NOT_COORDINATOR = 0, 3, 16
+NONE, UNKNOWN_TOPIC_OR_PARTITION, NOT_COORDINATOR, INVALID_TOPIC_EXCEPTION = 0, 3, 16, 17
 INVALID_PRODUCER_EPOCH, INVALID_PRODUCER_ID_MAPPING, INVALID_TXN_STATE = 47, 49, 48
 INVALID_TRANSACTION_TIMEOUT, CONCURRENT_TRANSACTIONS, OPERATION_NOT_ATTEMPTED, PRODUCER_FENCED = 50, 51, 55, 90
 TXN = "wire-tx"
@@ -79,3 +88,13 @@ def test_the_transaction_apis_on_the_wire(cluster: RunningCluster):
         # a retry of EndTxn answers NONE once the transaction is complete (CONCURRENT_TRANSACTIONS meanwhile)
         wait_until(lambda: end(connection, 3, pid, new_epoch, commit=False) == NONE, 20, "the abort to complete")
         assert end(connection, 3, pid, new_epoch, commit=True) == INVALID_TXN_STATE
+
+
+def test_the_transaction_state_topic_is_internal_and_closed_to_clients(cluster: RunningCluster):
+    transactional_producer(cluster, "internal-probe")
+    leader = leader_of(cluster, "__transaction_state", 0)
+    with RawConnection(client_port(cluster, leader)) as connection:
+        [topic] = connection.request(metadata_request(["__transaction_state"]), 8).topics
+        assert topic.is_internal and len(topic.partitions) == STATE_PARTITIONS
+        reply = connection.request(produce_request("__transaction_state", 0, record_batch([b"forged"]), acks=-1), 8)
+    assert reply.responses[0].partition_responses[0].error_code == INVALID_TOPIC_EXCEPTION

@@ -56,8 +56,8 @@ class TxnAccess:
 
 @dataclass(frozen=True)
 class AdminAccess:
-    """CreateTopics, CreatePartitions, DeleteTopics, DescribeConfigs, InitProducerId, ElectLeaders,
-    Alter/ListPartitionReassignments and auto-creation."""
+    """CreateTopics, CreatePartitions, DeleteTopics, DescribeConfigs, ElectLeaders, Alter/ListPartitionReassignments
+    and auto-creation."""
 
     broker_id: int
     config: KafkaConfig
@@ -66,7 +66,6 @@ class AdminAccess:
     log_defaults: Callable[[], LogConfig]  # every topic's, now: server.properties and the dynamic broker configs
     config_layers: Callable[[], BrokerConfigLayers]  # this broker's config, by where each value comes from
     is_controller: Callable[[], bool]
-    producer_ids: ProducerIdManager
     # this broker's controller's elections (NOT_CONTROLLER per partition unless it is the active one)
     elect_leaders: Callable[[list[tuple[str, int]] | None, ElectionType],
                             Awaitable[dict[tuple[str, int], ElectionResult]]]

@@ -27,10 +27,13 @@ from broker.log.record_batch import (
 )
 from broker.replication.delayed_ops import ProducePartitionStatus
 from broker.replication.partition import Partition
+from broker.transaction.coordinator import TRANSACTION_STATE_TOPIC
 
 log = logging.getLogger(__name__)
 ZSTD = 4
 FIRST_VERSION_WITH_ZSTD = 7
+
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
 
 
 def validate_records(records: bytes | None, version: int) -> ProducePartitionStatus | None:
@@ -121,10 +124,10 @@ async def handle_produce(replicas: ReplicaAccess, request: Request):
         for data in topic.partition_data:
             tp = (topic.name, data.index)
             problem = validate_records(data.records, version)
-            if topic.name == OFFSETS_TOPIC:
-                # only the group coordinator writes there (Kafka: internalTopicsAllowed for the coordinator only)
+            if topic.name in INTERNAL_TOPICS:
+                # only the coordinators write there (Kafka: internalTopicsAllowed for the coordinators only)
                 problem = ProducePartitionStatus(ErrorCode.invalid_topic_exception,
-                                                 error_message=f"Cannot append to internal topic {OFFSETS_TOPIC}")
+                                                 error_message=f"Cannot append to internal topic {topic.name}")
             if problem is not None:
                 refused[tp] = problem
             else:
