@@ -259,26 +259,3 @@ def test_markers_follow_a_partition_leader_killed_mid_transaction(cluster: Runni
         assert leader_of(cluster, topic, 0) != victim
     finally:
         cluster.start(victim)
-
-
-def test_kafka_pythons_transactional_producer_commits_and_aborts_too(cluster: RunningCluster):
-    """A second client library: kafka-python's transactional producer (its own InitProducerId, AddPartitionsToTxn
-    and EndTxn versions) against the same coordinator."""
-    from kafka import KafkaProducer
-
-    topic = "txn-kafka-python"
-    create_topic(cluster, topic, 1, 3)
-    producer = KafkaProducer(bootstrap_servers=bootstrap(cluster), transactional_id="kafka-python-tx")
-    try:
-        producer.init_transactions()
-        producer.begin_transaction()
-        producer.send(topic, b"kp-committed", partition=0)
-        producer.commit_transaction()
-        producer.begin_transaction()
-        producer.send(topic, b"kp-aborted", partition=0)
-        producer.flush()
-        producer.abort_transaction()
-    finally:
-        producer.close(timeout=10)
-    assert consume(cluster, topic, "read_committed", 1) == [b"kp-committed"]
-    assert consume(cluster, topic, "read_uncommitted", 2) == [b"kp-committed", b"kp-aborted"]
