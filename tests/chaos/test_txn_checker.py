@@ -132,6 +132,8 @@ def test_a_clean_transactional_run_is_valid_with_every_count_zero_and_its_figure
     assert (summary.inputs_acknowledged, summary.inputs_exactly_once) == (6, 6)
     # the aborted transaction's two values are in the log, hidden from read_committed
     assert (summary.outputs_committed, summary.outputs_in_log, summary.aborted_values_in_log) == (6, 8, 2)
+    # the transactions are not the availability figures' operations: an aborted one is no outage
+    assert (result.availability.operations, result.availability.fail, result.availability.info) == (6, 0, 0)
 
 
 def test_a_run_without_transactions_has_no_transaction_counts():
