@@ -69,6 +69,12 @@ def test_consume_transform_produce_stays_exactly_once_across_coordinator_and_lea
     kills = [e for e in read_nemesis(out / "nemesis.jsonl") if e.type == "start" and e.kind == "kill"]
     assert [e.detail for e in kills] == ["the transaction coordinator of transformer-0",
                                          "the leader of chaos-txn-output-0"]
+    # each kill met transactions in flight: begun before it, ended (whatever the outcome) after it
+    operations = read_operations(out / "history.jsonl")
+    begun = {op.index: op.mono_ns for op in operations if op.f == "txn" and op.type == "invoke"}
+    for kill in kills:
+        assert any(begun[op.index] < kill.mono_ns < op.mono_ns for op in operations
+                   if op.f == "txn" and op.type != "invoke"), kill.detail
     results = json.loads((out / RESULTS_FILE).read_text())
     assert results["workload"] == "txn" and results["verdict"] == "valid"
     assert results["transactions"]["committed"] == txns.committed
