@@ -238,10 +238,14 @@ def _campaign(args: argparse.Namespace, data_dir: Path, console: Console) -> int
         errors_in_a_row = 0
         passed += run.result.valid
         counts = run.result.counts
-        other = sum(n for name, n in counts.items() if name not in ("lost-write", "duplicate", "client-resend"))
+        # the txn workload's exactly-once losses and duplicates count in the same columns
+        lost = counts["lost-write"] + counts.get("txn-lost", 0)
+        duplicates = counts["duplicate"] + counts.get("txn-duplicate", 0)
+        other = sum(n for name, n in counts.items()
+                    if name not in ("lost-write", "duplicate", "client-resend", "txn-lost", "txn-duplicate"))
         row = (str(seed), Text(run.result.verdict, style="green" if run.result.valid else "bold red"),
                str(len(run.steps) - 1), str(run.result.summary.acknowledged), f"{run.ops_per_s:.0f}",
-               str(counts["lost-write"]), str(counts["duplicate"]), str(counts["client-resend"]), str(other),
+               str(lost), str(duplicates), str(counts["client-resend"]), str(other),
                "-" if run.heal_to_settled_s is None else f"{run.heal_to_settled_s:.1f} s")
         table.add_row(*row)
         console.print(Text(" ".join(str(c) for c in row)), highlight=False)  # progress: one line per run
