@@ -1,11 +1,12 @@
 """`kafkasim chaos run --workload txn` on real brokers: consume-transform-produce with confluent-kafka's transactional
 producer and read_committed consumers stays exactly-once while the transaction coordinator of a transformer and the
-leader of an output partition are killed with -9, and the checker's verdict says so."""
+leader of an output partition are killed with -9 and a transformer is fenced, and the checker's verdict says so."""
 
 import json
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Producer
 
 from broker.group.coordinator import partition_for
 from cluster.chaos.history import Recorder, read_nemesis, read_operations
@@ -19,13 +20,17 @@ pytestmark = [pytest.mark.processes, pytest.mark.slow, pytest.mark.chaos, pytest
 TRANSACTION_STATE_PARTITIONS = 10   # the classroom profile's transaction.state.log.num.partitions
 
 
-def _committed_transactions(history: Path) -> int:
-    return sum(1 for op in read_operations(history) if op.f == "txn" and op.type == "ok") if history.exists() else 0
+def _committed_transactions(history: Path, process: str | None = None) -> int:
+    if not history.exists():
+        return 0
+    return sum(1 for op in read_operations(history)
+               if op.f == "txn" and op.type == "ok" and process in (None, op.process))
 
 
 def kill_the_coordinator_then_an_output_leader(run_dir: Path):
     """Once transactions commit: kill -9 the coordinator of transformer-0's transactional id until another broker
-    leads its __transaction_state partition, restart it; then the same for the leader of chaos-txn-output-0."""
+    leads its __transaction_state partition, restart it; then the same for the leader of chaos-txn-output-0; then
+    fence transformer-0 with a producer of its transactional.id."""
     settings = TxnWorkloadSettings()
     coordinator_partition = partition_for("kafkasim-chaos-transformer-0", TRANSACTION_STATE_PARTITIONS)
 
@@ -46,6 +51,16 @@ def kill_the_coordinator_then_an_output_leader(run_dir: Path):
             # the transformers get going again before the next fault
             wait_until(lambda b=before: _committed_transactions(history) >= b + 5, 120,
                        "five more committed transactions after the kill")
+        # a zombie's successor: a producer of transformer-0's transactional.id fences it (InitProducerId bumps the
+        # epoch and aborts its open transaction); transformer-0 must start a producer of its own again
+        committed_before = _committed_transactions(history, "transformer-0")
+        rogue = Producer({"bootstrap.servers": nemesis.spec.bootstrap_servers,
+                          "transactional.id": "kafkasim-chaos-transformer-0"})
+        rogue.init_transactions(60)
+        rogue.flush(10)
+        del rogue   # destroyed: transformer-0's next producer fences it in turn
+        wait_until(lambda: _committed_transactions(history, "transformer-0") >= committed_before + 5, 120,
+                   "transformer-0 to commit again after it was fenced")
     return script
 
 
@@ -75,6 +90,10 @@ def test_consume_transform_produce_stays_exactly_once_across_coordinator_and_lea
     for kill in kills:
         assert any(begun[op.index] < kill.mono_ns < op.mono_ns for op in operations
                    if op.f == "txn" and op.type != "invoke"), kill.detail
+    # transformer-0 was fenced: a transaction of its failed on the fence, and it committed again afterwards
+    fence_errors = {op.error for op in operations if op.f == "txn" and op.process == "transformer-0"
+                    and op.type in ("fail", "info")} - {"RANDOM_ABORT"}
+    assert fence_errors & {"_FENCED", "PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH"}, fence_errors
     results = json.loads((out / RESULTS_FILE).read_text())
     assert results["workload"] == "txn" and results["verdict"] == "valid"
     assert results["transactions"]["committed"] == txns.committed
