@@ -153,6 +153,9 @@ def run_chaos(settings: ChaosSettings, out: Path, say: Callable[[str], None] = p
                 say(f"warning: {', '.join(workload.counters.unclosed)} still closing after "
                     f"{CLOSE_TIMEOUT_S:.0f} s (a librdkafka destroy that does not end), left behind")
         read_back = _read_back(workload) if isinstance(workload, TxnWorkload) else {}
+        if isinstance(workload, TxnWorkload) and not workload.stable:
+            say("warning: a transaction on the output stayed open (its last stable offset below its high watermark); "
+                "the read_committed read ends there")
         leaders = _leaders(spec.zookeeper, settings.workload.topics)
     except BaseException:
         _take_down_after_failure(data_dir, spec)

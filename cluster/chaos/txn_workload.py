@@ -262,6 +262,9 @@ class TxnWorkload:
                                          self._transformers_stop) for i in range(settings.transformers)]
         self.drained: bool | None = None
         self._offsets: Offsets | None = None
+        # the output's last stable offsets reached its high watermarks before the read-back (None: not asked yet);
+        # False: a transaction stayed open, and read_committed's read ends at it
+        self.stable: bool | None = None
 
     def outcomes(self) -> str:
         """For the run's progress line: the transactions' outcomes and the producers recreated."""
@@ -295,7 +298,7 @@ class TxnWorkload:
         deadline = time.monotonic() + timeout_s
         offsets, self._offsets = self._offsets or Offsets(self.bootstrap, self.settings), None
         try:
-            _wait(offsets.no_open_transactions, deadline)
+            self.stable = _wait(offsets.no_open_transactions, deadline)
             reads = tuple(read for level in ("read_uncommitted", "read_committed")
                           for read in read_output(self.bootstrap, self.settings, level, deadline))
             return reads, tuple(offsets.group_offsets())

@@ -37,3 +37,12 @@ def test_the_queue_workload_stays_the_default():
 def test_options_that_do_not_fit_the_txn_workload_are_refused(options, message):
     with pytest.raises(ClusterError, match=message):
         settings("--workload", "txn", *options)
+
+
+def test_a_run_against_a_cluster_kafkasim_did_not_start_refuses_the_txn_workload(tmp_path):
+    from cluster.chaos.external import run_against
+
+    with pytest.raises(ClusterError, match="only the queue workload"):
+        run_against(_settings(_parser().parse_args(["chaos", "run", "--workload", "txn", "--nemesis", "none"]), 1),
+                    "127.0.0.1:1", tmp_path / "run")
+    assert not (tmp_path / "run").exists()
