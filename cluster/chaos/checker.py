@@ -19,6 +19,14 @@ from typing import Literal, get_args
 from pydantic import BaseModel, ConfigDict
 
 from cluster.chaos.history import FinalReads, NemesisEvent, Operation, ReplicaRead
+from cluster.chaos.txn_checker import (
+    TXN_ANOMALY_NAMES,
+    TXN_DESCRIPTIONS,
+    TXN_UNCERTAIN,
+    TxnSummary,
+    check_transactions,
+    transactions,
+)
 
 AnomalyName = Literal[
     "lost-write", "duplicate", "client-resend", "unexpected-value", "inconsistent-offsets", "nonmonotonic-send",
@@ -27,7 +35,7 @@ AnomalyName = Literal[
 ]
 ANOMALY_NAMES: tuple[str, ...] = get_args(AnomalyName)
 # Reported, but they do not make a run invalid: "unseen" may just be late (Jepsen's :error-types, not :bad-)
-UNCERTAIN = frozenset({"unseen"})
+UNCERTAIN = frozenset({"unseen"}) | TXN_UNCERTAIN
 # Reported, but not the brokers' doing, so the run stays valid: the client wrote one value twice under two
 # producer epochs of its own, which no broker can recognise as a retry (see DESCRIPTIONS)
 CLIENT_SIDE = frozenset({"client-resend"})
@@ -51,7 +59,7 @@ DESCRIPTIONS: dict[str, str] = {
     "dirty-read": "a poll returned a value that is not in the partition's log after healing",
     "divergent-replicas": "replicas of a partition hold different records below their shortest log end",
     "unseen": "an acknowledged value nobody read, with no final reads to tell lost from late",
-}
+} | TXN_DESCRIPTIONS
 
 
 class _Frozen(BaseModel):
@@ -109,10 +117,13 @@ class CheckResult(_Frozen):
     """What results.json holds."""
 
     verdict: Literal["valid", "invalid", "unknown"]
-    counts: dict[str, int]              # every anomaly name, zero included, so tables have stable columns
+    # every anomaly name of the workload, zero included, so tables have stable columns (the txn workload's
+    # names only when the run had transactions)
+    counts: dict[str, int]
     anomalies: tuple[AnomalyReport, ...]
     availability: Availability
     summary: Summary
+    transactions: TxnSummary | None = None   # the txn workload's figures
 
     @property
     def valid(self) -> bool:
@@ -180,17 +191,27 @@ def check(operations: Sequence[Operation], final_reads: FinalReads | None = None
     _aborted_reads(sends, observations, anomalies)
     _dirty_reads(observations, final_logs, sends, anomalies)
     _divergent_replicas(replicas, anomalies)
+    # the txn workload: its transactions, or the output read back after healing, even if no transaction ran
+    txns = transactions(pairs)
+    txn_summary = None
+    names = ANOMALY_NAMES
+    if txns or (final_reads is not None and (final_reads.isolated or final_reads.group_offsets)):
+        txn_summary = check_transactions(txns, sends.values(), final_reads, anomalies.add)
+        names += TXN_ANOMALY_NAMES
 
     reports = tuple(
         AnomalyReport(name=name, count=len(found), examples=tuple(found[:max_examples]))
-        for name in ANOMALY_NAMES if (found := anomalies.found.get(name)))
+        for name in names if (found := anomalies.found.get(name)))
     bad = any(r.name not in UNCERTAIN | CLIENT_SIDE for r in reports)
     uncertain = any(r.name in UNCERTAIN for r in reports)
     return CheckResult(
         verdict="invalid" if bad else "unknown" if uncertain else "valid",
-        counts={name: len(anomalies.found.get(name, ())) for name in ANOMALY_NAMES},
+        counts={name: len(anomalies.found.get(name, ())) for name in names},
         anomalies=reports,
-        availability=availability(pairs, operations, nemesis),
+        # the txn workload's transactions have their own figures (``transactions``); its random aborts are no outage
+        # and its drain, after the input stopped, no time without acknowledgements
+        availability=availability({i: pair for i, pair in pairs.items() if pair[0].f != "txn"},
+                                  [op for op in operations if op.f != "txn"], nemesis),
         summary=Summary(
             sends=len(sends), acknowledged=sum(s.outcome == "ok" for s in sends.values()),
             failed=sum(s.outcome == "fail" for s in sends.values()),
@@ -198,6 +219,7 @@ def check(operations: Sequence[Operation], final_reads: FinalReads | None = None
             polls=len(polls), records_polled=sum(len(p.records) for _, p in polls),
             partitions=len({(o.topic, o.partition) for o in observations}),
             partitions_with_final_reads=len(replicas)),
+        transactions=txn_summary,
     )
 
 

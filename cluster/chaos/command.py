@@ -19,6 +19,7 @@ from cluster.chaos.checker import CLIENT_SIDE, UNCERTAIN, CheckResult
 from cluster.chaos.matrix import REPLICATION_MATRIX, matrix_rows, matrix_table
 from cluster.chaos.runner import EXIT_ERROR, EXIT_INVALID, EXIT_VALID, ChaosSettings, run_chaos
 from cluster.chaos.schedule import KIND_HELP, NemesisSpecError, parse_nemesis
+from cluster.chaos.txn_workload import TxnWorkloadSettings
 from cluster.chaos.workload import WorkloadSettings
 from cluster.processes import ClusterError
 
@@ -58,9 +59,20 @@ def _run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--nemesis", default=None,
                         help="comma-separated faults: " + ", ".join(KIND_HELP) + "; 'all' or 'none' "
                              f"(default: {DEFAULT_NEMESIS_LOOPBACK}, with --netns also partition and zk-isolate)")
-    parser.add_argument("--acks", choices=["all", "1"], default="all")
-    parser.add_argument("--idempotent", action=argparse.BooleanOptionalAction, default=True)
+    parser.add_argument("--workload", choices=["queue", "txn"], default="queue",
+                        help="queue: producers of unique values, assign readers and group members (default); txn: "
+                             "consume-transform-produce in transactions, checked for exactly-once")
+    parser.add_argument("--acks", choices=["all", "1"], default="all", help="the queue workload's producers")
+    parser.add_argument("--idempotent", action=argparse.BooleanOptionalAction, default=True,
+                        help="the queue workload's producers (the txn workload's input producer always is)")
     parser.add_argument("--rate", type=float, default=200.0, help="sends per second (default 200)")
+    parser.add_argument("--transformers", type=int, default=2,
+                        help="txn workload: consume-transform-produce loops, each a group member with its own "
+                             "transactional.id (default 2)")
+    parser.add_argument("--transaction-size", type=int, default=20, metavar="N",
+                        help="txn workload: input records per transaction at most (default 20)")
+    parser.add_argument("--random-aborts", action=argparse.BooleanOptionalAction, default=True,
+                        help="txn workload: abort one transaction in ten on purpose (default on)")
     parser.add_argument("--override", action="append", metavar="KEY=VALUE",
                         help="broker property, e.g. unclean.leader.election.enable=true (repeatable)")
     parser.add_argument("--netns", action="store_true",
@@ -90,8 +102,19 @@ def _settings(args: argparse.Namespace, seed: int) -> ChaosSettings:
         overrides[key.strip()] = value.strip()
     return ChaosSettings(seed=seed, duration_s=args.duration, nemesis=nemesis, overrides=overrides,
                          netns=args.netns or args.subnet is not None, subnet=args.subnet,
-                         log_dir_size_mib=args.log_dir_size_mib,
-                         workload=WorkloadSettings(acks=args.acks, idempotent=args.idempotent, rate=args.rate))
+                         log_dir_size_mib=args.log_dir_size_mib, workload=_workload(args))
+
+
+def _workload(args: argparse.Namespace) -> WorkloadSettings | TxnWorkloadSettings:
+    if args.workload == "queue":
+        return WorkloadSettings(acks=args.acks, idempotent=args.idempotent, rate=args.rate)
+    if args.acks != "all" or not args.idempotent:
+        raise ClusterError("--workload txn fills its input with an idempotent acks=all producer: "
+                           "--acks and --no-idempotent are the queue workload's")
+    if args.transformers < 1 or args.transaction_size < 1:
+        raise ClusterError("--transformers and --transaction-size must be at least 1")
+    return TxnWorkloadSettings(rate=args.rate, transformers=args.transformers,
+                               transaction_size=args.transaction_size, abort_share=0.1 if args.random_aborts else 0.0)
 
 
 def _stamp() -> str:
@@ -161,6 +184,11 @@ def result_table(result: CheckResult, title: str) -> Table:
                      f"{s.records_polled} records polled; longest time without an acknowledgement "
                      f"{a.longest_without_ok_send_ms / 1000:.1f} s" + (f" ({', '.join(a.faults_during_gap)})"
                                                                        if a.faults_during_gap else ""))
+    if (t := result.transactions) is not None:
+        table.caption += (f"\n{t.transactions} transactions: {t.committed} committed, {t.aborted} aborted, {t.unknown} "
+                          f"unknown ({t.unknown_visible} of them visible); {t.inputs_exactly_once} of "
+                          f"{t.inputs_acknowledged} acknowledged inputs exactly once in the committed output; "
+                          f"{t.aborted_values_in_log} aborted values in the log, hidden from read_committed")
     return table
 
 
@@ -210,10 +238,14 @@ def _campaign(args: argparse.Namespace, data_dir: Path, console: Console) -> int
         errors_in_a_row = 0
         passed += run.result.valid
         counts = run.result.counts
-        other = sum(n for name, n in counts.items() if name not in ("lost-write", "duplicate", "client-resend"))
+        # the txn workload's exactly-once losses and duplicates count in the same columns
+        lost = counts["lost-write"] + counts.get("txn-lost", 0)
+        duplicates = counts["duplicate"] + counts.get("txn-duplicate", 0)
+        other = sum(n for name, n in counts.items()
+                    if name not in ("lost-write", "duplicate", "client-resend", "txn-lost", "txn-duplicate"))
         row = (str(seed), Text(run.result.verdict, style="green" if run.result.valid else "bold red"),
                str(len(run.steps) - 1), str(run.result.summary.acknowledged), f"{run.ops_per_s:.0f}",
-               str(counts["lost-write"]), str(counts["duplicate"]), str(counts["client-resend"]), str(other),
+               str(lost), str(duplicates), str(counts["client-resend"]), str(other),
                "-" if run.heal_to_settled_s is None else f"{run.heal_to_settled_s:.1f} s")
         table.add_row(*row)
         console.print(Text(" ".join(str(c) for c in row)), highlight=False)  # progress: one line per run

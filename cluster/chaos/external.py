@@ -35,6 +35,9 @@ def run_against(settings: ChaosSettings, bootstrap: str, out: Path, say: Callabl
     if settings.nemesis:
         raise ClusterError("with --bootstrap kafkasim applies no faults (it did not start that cluster): "
                            "use --nemesis none, or let `kafkasim chaos run` start its own cluster")
+    if not isinstance(settings.workload, WorkloadSettings):
+        raise ClusterError("with --bootstrap only the queue workload runs (the txn workload needs the run's own "
+                           "cluster): leave --workload out")
     if (out / RESULTS_FILE).exists() or (out / OPERATIONS_FILE).exists():
         raise ClusterError(f"{out} already holds a chaos run: choose another --out")
     out.mkdir(parents=True, exist_ok=True)

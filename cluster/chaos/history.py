@@ -26,7 +26,7 @@ OPERATIONS_FILE = "history.jsonl"  # `kafkasim analyze` reads its acknowledged s
 NEMESIS_FILE = "nemesis.jsonl"
 FINAL_READS_FILE = "final-reads.json"
 
-Function = Literal["send", "poll", "assign", "subscribe"]
+Function = Literal["send", "poll", "assign", "subscribe", "txn"]
 OperationType = Literal["invoke", "ok", "fail", "info"]
 NemesisKind = Literal["kill", "pause", "partition", "zk-isolate", "slow", "controller", "bounce", "disk-full",
                       "zk-down"]
@@ -59,6 +59,11 @@ class Operation(_Frozen):
     poll:      ok carries every record the poll returned, in the order returned.
     assign:    partitions the consumer reads from now on; its offsets may start anywhere again.
     subscribe: topics on the invoke; a group consumer's new assignment (on_assign) is recorded as an assign.
+    txn:       one consume-transform-produce transaction (the txn workload). The invoke carries the input records
+               the transformer consumed (``records``), the output topic (``topic``) and the values it produces
+               there (``values``, one per input record, to the input record's partition number); ok: committed,
+               fail: definitely aborted (the error says why), info: the commit was asked for and its outcome is
+               unknown.
     """
 
     index: int = Field(ge=0)
@@ -74,6 +79,7 @@ class Operation(_Frozen):
     records: tuple[PolledRecord, ...] = ()
     partitions: tuple[TopicPartition, ...] = ()
     topics: tuple[str, ...] = ()
+    values: tuple[str, ...] = ()  # a txn's output values, values[i] made from records[i]
     error: str | None = None      # the Kafka error name (NOT_ENOUGH_REPLICAS, _MSG_TIMED_OUT, ...)
 
     @model_validator(mode="after")
@@ -86,8 +92,13 @@ class Operation(_Frozen):
             raise ValueError("a send invoke needs its topic and its unique value")
         if self.f == "send" and self.type == "ok" and self.partition is None:
             raise ValueError("a send ok needs the partition the write went to")
-        if self.records and (self.f, self.type) != ("poll", "ok"):
-            raise ValueError("only a poll ok carries records")
+        if self.records and (self.f, self.type) not in (("poll", "ok"), ("txn", "invoke")):
+            raise ValueError("only a poll ok and a txn invoke carry records")
+        if self.values and (self.f, self.type) != ("txn", "invoke"):
+            raise ValueError("only a txn invoke carries output values")
+        if (self.f, self.type) == ("txn", "invoke") and (
+                self.topic is None or not self.records or len(self.values) != len(self.records)):
+            raise ValueError("a txn invoke needs its output topic, its input records and one output value per record")
         if self.offset is not None and (self.f, self.type) != ("send", "ok"):
             raise ValueError("only a send ok carries an offset")
         return self
@@ -123,8 +134,32 @@ class ReplicaRead(_Frozen):
         return self.records[-1][0] + 1 if self.records else self.log_start_offset
 
 
+IsolationLevel = Literal["read_committed", "read_uncommitted"]
+
+
+class IsolatedRead(_Frozen):
+    """One partition read from offset 0 to its end by a fresh consumer after healing, at one isolation level
+    (the txn workload's output topic): what a read_committed reader is shown, and what the log holds."""
+
+    isolation_level: IsolationLevel
+    topic: str
+    partition: int = Field(ge=0)
+    records: tuple[tuple[int, str | None], ...] = ()
+
+
+class GroupOffset(_Frozen):
+    """A consumer group's committed offset of one partition after healing (-1: none committed)."""
+
+    group: str
+    topic: str
+    partition: int = Field(ge=0)
+    offset: int
+
+
 class FinalReads(_Frozen):
     replicas: tuple[ReplicaRead, ...] = ()
+    isolated: tuple[IsolatedRead, ...] = ()          # the txn workload's output, read by consumers
+    group_offsets: tuple[GroupOffset, ...] = ()      # the txn workload's transformers' group
 
     @classmethod
     def from_stored_records(cls, stored: Iterable[StoredRecord], leaders: dict[tuple[str, int], int] | None = None,

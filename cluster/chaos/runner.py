@@ -22,6 +22,8 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from confluent_kafka import KafkaException
+
 from cluster.admin import read_cluster_state
 from cluster.chaos.checker import CheckResult, check
 from cluster.chaos.history import (
@@ -36,6 +38,7 @@ from cluster.chaos.history import (
 )
 from cluster.chaos.nemesis import Nemesis, NemesisError, unsupported_kinds
 from cluster.chaos.schedule import NemesisStep, ScheduleSettings, nemesis_schedule
+from cluster.chaos.txn_workload import TxnWorkload, TxnWorkloadSettings
 from cluster.chaos.workload import CLIENT_LOGGER, CLOSE_TIMEOUT_S, Workload, WorkloadSettings
 from cluster.final_logs import broker_records
 from cluster.disk import recorded_mounts, unmount_log_dirs
@@ -59,7 +62,8 @@ class ChaosSettings:
     brokers: int = 3
     overrides: dict[str, str] = field(default_factory=lambda: {
         "min.insync.replicas": "2", "unclean.leader.election.enable": "false"})
-    workload: WorkloadSettings = field(default_factory=WorkloadSettings)
+    # WorkloadSettings: the queue workload (producers, readers, group members); TxnWorkloadSettings: the txn one
+    workload: WorkloadSettings | TxnWorkloadSettings = field(default_factory=WorkloadSettings)
     schedule: ScheduleSettings = field(default_factory=ScheduleSettings)
     settle_s: float = 90.0
     profile: str = "classroom"
@@ -111,7 +115,9 @@ def run_chaos(settings: ChaosSettings, out: Path, say: Callable[[str], None] = p
         with (JsonLinesWriter(out / OPERATIONS_FILE) as operations, JsonLinesWriter(out / NEMESIS_FILE) as faults,
               _client_log(out / CLIENT_LOG_FILE)):
             recorder = Recorder(operations.append, faults.append, lambda: time.time() * 1000, time.monotonic_ns)
-            workload = Workload(spec.bootstrap_servers, settings.workload, recorder)
+            workload = (TxnWorkload(spec.bootstrap_servers, settings.workload, recorder)
+                        if isinstance(settings.workload, TxnWorkloadSettings)
+                        else Workload(spec.bootstrap_servers, settings.workload, recorder))
             workload.start()
             started = time.monotonic()
             nemesis = Nemesis(data_dir, say=lambda _: None)
@@ -128,7 +134,10 @@ def run_chaos(settings: ChaosSettings, out: Path, say: Callable[[str], None] = p
             except BaseException:
                 # the clients write to the history files this block closes: they stop first
                 workload.stop_producers(timeout_s=5)
-                workload.stop_readers()
+                if isinstance(workload, TxnWorkload):
+                    workload.stop_transformers()   # no drain: the run failed
+                else:
+                    workload.stop_readers()
                 raise
             unknown = workload.stop_producers(timeout_s=30)
             sending_s = time.monotonic() - started
@@ -137,9 +146,16 @@ def run_chaos(settings: ChaosSettings, out: Path, say: Callable[[str], None] = p
             say(f"workload stopped: {workload.counters.sent} sent, {workload.counters.acknowledged} acknowledged, "
                 f"{unknown} still unknown; cluster settled "
                 + (f"{settled_s:.1f} s after the heal" if settled_s is not None else "NOT within the settle time"))
+            if isinstance(workload, TxnWorkload):
+                say(f"transformers stopped{'' if workload.drained else ' WITHOUT having caught up with the input'}: "
+                    f"{workload.outcomes()}")
             if workload.counters.unclosed:
                 say(f"warning: {', '.join(workload.counters.unclosed)} still closing after "
                     f"{CLOSE_TIMEOUT_S:.0f} s (a librdkafka destroy that does not end), left behind")
+        read_back = _read_back(workload) if isinstance(workload, TxnWorkload) else {}
+        if isinstance(workload, TxnWorkload) and not workload.stable:
+            say("warning: a transaction on the output stayed open (its last stable offset below its high watermark); "
+                "the read_committed read ends there")
         leaders = _leaders(spec.zookeeper, settings.workload.topics)
     except BaseException:
         _take_down_after_failure(data_dir, spec)
@@ -162,12 +178,23 @@ def run_chaos(settings: ChaosSettings, out: Path, say: Callable[[str], None] = p
     for broker in spec.brokers:
         (out / FINAL_LOGS_DIR / f"broker-{broker.broker_id}.jsonl").write_text("".join(
             record.model_dump_json() + "\n" for record in stored if record.broker == broker.broker_id))
-    final = FinalReads.from_stored_records(stored, leaders)
+    final = FinalReads.from_stored_records(stored, leaders).model_copy(update=read_back)
     (out / FINAL_READS_FILE).write_text(final.model_dump_json() + "\n")
     result = check(read_operations(out / OPERATIONS_FILE), final, read_nemesis(out / NEMESIS_FILE))
     return finish_run(out, result, steps, workload.counters.acknowledged / sending_s, settled_s, {
         "seed": settings.seed, "duration_s": settings.duration_s, "nemesis": list(settings.nemesis),
+        "workload": "txn" if isinstance(settings.workload, TxnWorkloadSettings) else "queue",
         "settings": {"overrides": settings.overrides, "workload": asdict(settings.workload)}})
+
+
+def _read_back(workload: TxnWorkload) -> dict:
+    """The txn workload's output through consumers (read_committed and read_uncommitted) and its group's offsets,
+    while the cluster still runs; FinalReads' fields."""
+    try:
+        isolated, offsets = workload.read_back()
+    except KafkaException as exc:
+        raise ClusterError(f"could not read the txn workload's output back after healing: {exc}") from None
+    return {"isolated": isolated, "group_offsets": offsets}
 
 
 def finish_run(out: Path, result: CheckResult, steps: list[NemesisStep], ops_per_s: float,
@@ -264,7 +291,7 @@ def _play(steps: list[NemesisStep], nemesis: Nemesis, recorder: Recorder, starte
         settle.healed_at = time.monotonic()
 
 
-def _wait_for_acks(workload: Workload, count: int, timeout_s: float) -> None:
+def _wait_for_acks(workload: Workload | TxnWorkload, count: int, timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
     while workload.counters.acknowledged < count and time.monotonic() < deadline:
         time.sleep(0.05)

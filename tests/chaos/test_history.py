@@ -92,6 +92,14 @@ def test_an_unknown_field_is_named_with_its_line(tmp_path):
     ({"type": "ok", "f": "send", "topic": "t"}, "a send ok needs the partition"),
     ({"type": "ok", "f": "poll", "offset": 3}, "only a send ok carries an offset"),
     ({"type": "ok", "f": "send", "partition": 0, "error": "X"}, "an ok has no error"),
+    ({"type": "invoke", "f": "txn", "topic": "out", "records": ({"topic": "in", "partition": 0, "offset": 0,
+                                                                 "value": "a"},)},
+     "one output value per record"),
+    ({"type": "invoke", "f": "txn", "records": ({"topic": "in", "partition": 0, "offset": 0, "value": "a"},),
+      "values": ("t:a",)}, "a txn invoke needs its output topic"),
+    ({"type": "ok", "f": "txn", "values": ("t:a",)}, "only a txn invoke carries output values"),
+    ({"type": "ok", "f": "txn", "records": ({"topic": "in", "partition": 0, "offset": 0, "value": "a"},)},
+     "only a poll ok and a txn invoke carry records"),
 ])
 def test_an_operation_refuses_fields_that_do_not_fit_it(fields, message):
     with pytest.raises(ValidationError, match=message):
