@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
 from analysis import jobs
 from analysis import transactions as txn_jobs
@@ -21,6 +21,7 @@ LAG_SAMPLE_ROWS = 100_000
 # the partitions the timeline figure draws (with their LEO/HW lines), and at most this many points
 SHOWN_PARTITIONS = 6
 OFFSET_SAMPLE_ROWS = 100_000
+TRANSACTION_STEP_ROWS = 100_000
 
 
 @dataclass
@@ -50,9 +51,11 @@ class RunAnalysis:
     faults: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=["ts_ms", "action", "target",
                                                                               "broker_id"]))
     # transactions (analysis/transactions.py): one row per transaction, and the LSO behind the HW
-    transactions: pd.DataFrame = field(default_factory=pd.DataFrame)
-    lso_lag: pd.DataFrame = field(default_factory=pd.DataFrame)
-    lso_lag_summary: pd.DataFrame = field(default_factory=pd.DataFrame)
+    transactions: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=txn_jobs.SUMMARY_COLUMNS))
+    transaction_steps: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=txn_jobs.STEP_COLUMNS))
+    lso_lag: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=txn_jobs.LSO_LAG_COLUMNS))
+    lso_lag_summary: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(
+        columns=txn_jobs.LSO_SUMMARY_COLUMNS))
 
 
 def analyze_run(spark: SparkSession, run_dir: Path, history: list[Path] | None = None,
@@ -86,7 +89,7 @@ def analyze_run(spark: SparkSession, run_dir: Path, history: list[Path] | None =
                             "left_semi")
                if len(shown) else offsets.limit(0))
     event_counts = events.groupBy("event").count().orderBy("event").toPandas()
-    lso_lag = txn_jobs.lso_lag(events).cache()
+    traced = set(event_counts["event"])
     result = RunAnalysis(
         run_dir=run_dir,
         events=int(event_counts["count"].sum()),
@@ -111,16 +114,30 @@ def analyze_run(spark: SparkSession, run_dir: Path, history: list[Path] | None =
         shown_partitions=shown,
         include_internal=include_internal,
         faults=jobs.injected_faults(events).toPandas(),
-        transactions=txn_jobs.transaction_summary(events).toPandas(),
-        lso_lag=lso_lag.limit(OFFSET_SAMPLE_ROWS).toPandas(),
-        lso_lag_summary=txn_jobs.lso_lag_summary(lso_lag, end_ms).toPandas(),
+        **transaction_tables(events, traced, end_ms),
     )
     if not result.version_gaps.empty:
         result.notes.append(f"{len(result.version_gaps)} partition state writes are missing from the traces")
     events.unpersist()
     timeline.unpersist()
-    lso_lag.unpersist()
     return result
+
+
+def transaction_tables(events: DataFrame, traced: set[str], end_ms: float) -> dict[str, pd.DataFrame]:
+    """The transaction jobs' tables, for a run that traced transactions (the others keep RunAnalysis' empty ones,
+    without a Spark job)."""
+    tables: dict[str, pd.DataFrame] = {}
+    if traced & set(txn_jobs.TRANSACTION_EVENTS):
+        steps = txn_jobs.transaction_steps(events).cache()
+        tables["transactions"] = txn_jobs.transaction_summary(events, steps).toPandas()
+        tables["transaction_steps"] = steps.limit(TRANSACTION_STEP_ROWS).toPandas()
+        steps.unpersist()
+    if traced & set(txn_jobs.LSO_EVENTS):
+        lag = txn_jobs.lso_lag(events).cache()
+        tables["lso_lag"] = lag.limit(OFFSET_SAMPLE_ROWS).toPandas()
+        tables["lso_lag_summary"] = txn_jobs.lso_lag_summary(lag, end_ms).toPandas()
+        lag.unpersist()
+    return tables
 
 
 def summary_text(result: RunAnalysis) -> str:

@@ -16,6 +16,15 @@ from pyspark.sql import functions as F
 from analysis.jobs import TP, of
 
 TXN = ["transactional_id", "txn"]
+# the events each analysis reads: a run without them skips it (and gets empty tables with these columns)
+TRANSACTION_EVENTS = ("transaction_state_changed", "txn_marker_written")
+LSO_EVENTS = ("last_stable_offset_changed",)
+STEP_COLUMNS = [*TXN, "producer_id", "producer_epoch", "ts_ms", "step", "state", "partitions", "broker", "reason"]
+SUMMARY_COLUMNS = [*TXN, "producer_id", "producer_epoch", "begin_ms", "end_requested_ms", "last_marker_ms",
+                   "complete_ms", "end_reason", "partitions", "markers", "marker_offsets", "outcome", "ongoing_ms",
+                   "markers_ms", "completion_ms", "total_ms"]
+LSO_LAG_COLUMNS = [*TP, "leader", "ts_ms", "reported", "high_watermark", "last_stable_offset", "lag_offsets"]
+LSO_SUMMARY_COLUMNS = [*TP, "samples", "lag_offsets_max", "lag_offsets_p50", "held_ms"]
 BEGIN, ADDED, END_REQUESTED, MARKER, COMPLETE = "begin", "partitions added", "end requested", "marker", "complete"
 PREPARED = ("PrepareCommit", "PrepareAbort")
 COMPLETED = ("CompleteCommit", "CompleteAbort")

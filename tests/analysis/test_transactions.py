@@ -69,7 +69,9 @@ def three_transactions(root: Path) -> None:
 def test_each_transaction_gets_its_steps_markers_and_durations(spark, tmp_path: Path):
     three_transactions(tmp_path)
     events = load_events(spark, tmp_path)
-    steps = tx.transaction_steps(events).collect()
+    steps_frame = tx.transaction_steps(events)
+    assert steps_frame.columns == tx.STEP_COLUMNS  # what a run without transactions gets, empty
+    steps = steps_frame.collect()
     first = [(r.step, r.state, list(r.partitions), r.broker)
              for r in steps if (r.transactional_id, r.txn) == ("tx-a", 1)]
     assert first == [(tx.BEGIN, "Ongoing", ["orders-0"], COORDINATOR),
@@ -79,7 +81,9 @@ def test_each_transaction_gets_its_steps_markers_and_durations(spark, tmp_path: 
                      (tx.MARKER, "COMMIT", ["orders-1"], LEADER_B),
                      (tx.COMPLETE, "CompleteCommit", ["orders-0", "orders-1"], COORDINATOR)]
 
-    summary = {(r.transactional_id, r.txn): r for r in tx.transaction_summary(events).collect()}
+    summary_frame = tx.transaction_summary(events)
+    assert summary_frame.columns == tx.SUMMARY_COLUMNS
+    summary = {(r.transactional_id, r.txn): r for r in summary_frame.collect()}
     committed, aborted, still_open = summary["tx-a", 1], summary["tx-a", 2], summary["tx-b", 1]
     assert (committed.outcome, list(committed.partitions), committed.markers, list(committed.marker_offsets)) == \
         ("commit", ["orders-0", "orders-1"], 2, ["orders-0@2:5", "orders-1@3:7"])
@@ -122,11 +126,14 @@ def lso_story(root: Path) -> None:
 def test_the_lso_lag_follows_the_held_lso_and_the_hw(spark, tmp_path: Path):
     lso_story(tmp_path)
     lag = tx.lso_lag(load_events(spark, tmp_path))
+    assert lag.columns == tx.LSO_LAG_COLUMNS
     rows = [(r.ts_ms, r.high_watermark, r.last_stable_offset, r.lag_offsets, r.leader) for r in lag.collect()]
     assert rows == [(100, 5, 5, 0, LEADER_A), (110, 5, 5, 0, LEADER_A), (120, 7, 7, 0, LEADER_A),
                     (120, 7, 5, 2, LEADER_A), (130, 9, 5, 4, LEADER_A), (140, 9, 5, 4, LEADER_A),
                     (150, 10, 5, 5, LEADER_A), (150, 10, 10, 0, LEADER_A), (160, 12, 12, 0, LEADER_A)]
-    (summary,) = tx.lso_lag_summary(lag, end_ms=200).collect()
+    summary_frame = tx.lso_lag_summary(lag, end_ms=200)
+    assert summary_frame.columns == tx.LSO_SUMMARY_COLUMNS
+    (summary,) = summary_frame.collect()
     assert (summary.partition, summary.lag_offsets_max, summary.held_ms) == (0, 5, 30)
 
 
