@@ -31,6 +31,8 @@ PROFILES: dict[str, dict[str, str]] = {
         "kafkasim.isr.change.propagation.interval.ms": "1000",
         # 10 offsets partitions instead of 50: a classroom cluster creates them in a second, not ten
         "offsets.topic.num.partitions": "10",
+        # the same for __transaction_state
+        "transaction.state.log.num.partitions": "10",
         "group.initial.rebalance.delay.ms": "300",
         # a broker back from a crash gets its preferred leaderships back within seconds, while the class watches
         "leader.imbalance.check.interval.seconds": "10",
@@ -163,6 +165,17 @@ class KafkaConfig(BaseModel):
     # Offset expiry (KIP-211): Kafka accepts at least 1 minute and 1 ms.
     offsets_retention_minutes: int = Field(10080, alias="offsets.retention.minutes", ge=1)
     offsets_retention_check_interval_ms: int = Field(600000, alias="offsets.retention.check.interval.ms", ge=1)
+    # Transactions (Kafka's TransactionCoordinator, TransactionStateManager and TransactionLog settings).
+    transaction_state_log_num_partitions: int = Field(50, alias="transaction.state.log.num.partitions", ge=1)
+    transaction_state_log_replication_factor: int = Field(3, alias="transaction.state.log.replication.factor", ge=1)
+    transaction_state_log_min_isr: int = Field(2, alias="transaction.state.log.min.isr", ge=1)
+    transaction_state_log_segment_bytes: int = Field(104857600, alias="transaction.state.log.segment.bytes", ge=1)
+    transaction_max_timeout_ms: int = Field(900000, alias="transaction.max.timeout.ms", ge=1)
+    transactional_id_expiration_ms: int = Field(604800000, alias="transactional.id.expiration.ms", ge=1)
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int = Field(
+        10000, alias="transaction.abort.timed.out.transaction.cleanup.interval.ms", ge=1)
+    transaction_remove_expired_transaction_cleanup_interval_ms: int = Field(
+        3600000, alias="transaction.remove.expired.transaction.cleanup.interval.ms", ge=1)
     # Which follower truncation rule to replay: high-watermark (before KIP-101), kip-101, kip-279.
     replica_truncation_rule: TruncationRule = Field(TruncationRule.KIP_279, alias="kafkasim.replica.truncation.rule")
     trace_file: str | None = Field(None, alias="kafkasim.trace.file")

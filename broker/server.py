@@ -17,11 +17,12 @@ from pathlib import Path
 import grpc
 from kio.schema.errors import ErrorCode
 
-from broker.clientplane.handlers.access import AdminAccess, ClusterAccess, GroupAccess, ReplicaAccess
+from broker.clientplane.handlers.access import AdminAccess, ClusterAccess, GroupAccess, ReplicaAccess, TxnAccess
 from broker.clientplane.kafka_apis import KafkaApis
 from broker.clientplane.network import SocketServer
 from broker.config import KafkaConfig, Listener
-from broker.group.manager import GroupMetadataManager
+from broker.group.manager import OFFSETS_TOPIC, GroupMetadataManager
+from broker.transaction.state_manager import TransactionStateManager
 from broker.log.errors import KafkaStorageError
 from broker.log.log_dir_failure_channel import LogDirFailureChannel
 from broker.config_change_listener import ConfigChangeListener
@@ -49,6 +50,7 @@ from broker.replication.partition import Partition
 from broker.replication.replica_fetcher import REPLICATION_CHANNEL_OPTIONS, FetcherSettings, ReplicaFetcherManager
 from broker.replication.replica_manager import ReplicaIO, ReplicaManager, TopicPartition
 from broker.replication.replication_service import ReplicationService
+from broker.replication.txn_markers import MarkerResults, TxnMarker, TxnMarkerWriter
 from broker.replication.replication_tracing import ReplicationTracer
 from broker.replication.role_change import RoleChangeManager
 from clusterplane import cluster_pb2 as pb
@@ -159,16 +161,26 @@ class KafkaServer:
         self._grpc_server: grpc.aio.Server | None = None
         self.group_manager = GroupMetadataManager(config, self.replica_io, self.trace, self.now_ms)
         self.role_changes.add_leadership_listener(self.group_manager.on_role_change)
+        self.txn_marker_writer = TxnMarkerWriter(self.replica_io, self.now_ms)
+        self.txn_manager = TransactionStateManager(
+            config, self.replica_io, self.txn_marker_writer, self.trace, self.now_ms,
+            leader_of=lambda tp: state.leader if (state := self.metadata_cache.partitions.get(tp)) else None,
+            address_of=lambda broker_id: self.role_changes.cluster_address(broker_id),
+            partition_exists=lambda tp: tp in self.metadata_cache.partitions)
+        self.role_changes.add_leadership_listener(self.txn_manager.on_role_change)
+        # a marker written on __consumer_offsets completes the producer's transactional offset commits there
+        self.txn_marker_writer.listeners.append(self._complete_txn_offsets)
         self.apis = KafkaApis(
             config, self.metadata_cache, lambda: self.cluster_id,
-            ReplicaAccess(self.replica_io, self.now_ms, self.trace_produce),
+            ReplicaAccess(self.replica_io, self.now_ms, self.trace_produce, self.txn_marker_writer),
             GroupAccess(self.group_manager.coordinator, self.metadata_cache, self.zk, config),
             AdminAccess(config.broker_id, config, self.zk, self.metadata_cache, lambda: self.log_service.default_config,
                         lambda: self.config_layers,
                         lambda: self.is_controller, self.producer_ids, self.elect_leaders,
                         self.alter_partition_reassignments, self.list_partition_reassignments),
             ClusterAccess(config, self.metadata_cache, lambda: self.cluster_id, self.log_service.manager,
-                          self.replica_io))
+                          self.replica_io),
+            TxnAccess(self.txn_manager.coordinator, self.metadata_cache, self.zk, config, self.producer_ids))
         self.socket_server = SocketServer(config.client_listeners, self.apis.handle)
         self._stopping = asyncio.Event()
         self._registration = registration_for(config)
@@ -200,13 +212,14 @@ class KafkaServer:
         """The loop's monotonic clock in ms: purgatory timeouts and replica lag times are measured on it."""
         return int(self.loop.time() * 1000)
 
+    def _complete_txn_offsets(self, marker: TxnMarker, results: MarkerResults) -> None:
+        """Kafka's handleTxnCompletion: only the __consumer_offsets partitions whose marker was written."""
+        done = [p for (topic, p), error in results.items() if topic == OFFSETS_TOPIC and error == ErrorCode.none]
+        if done:
+            self.group_manager.handle_txn_completion(marker.producer_id, done, marker.commit)
+
     def _on_log_cleaned(self, report: CleaningReport) -> None:
-        self.trace.emit(te.LogCleaned, topic=report.topic, partition=report.partition,
-                        first_dirty_offset=report.first_dirty_offset, end_offset=report.end_offset,
-                        segments_before=report.segments_before, segments_after=report.segments_after,
-                        bytes_before=report.bytes_before, bytes_after=report.bytes_after,
-                        dirty_bytes=report.dirty_bytes, records_read=report.records_read,
-                        records_kept=report.records_kept, keys=report.keys, duration_ms=report.duration_ms)
+        self.trace.emit(te.LogCleaned, **report.event_fields())
 
     @property
     def is_controller(self) -> bool:
@@ -308,6 +321,7 @@ class KafkaServer:
                         AsyncioTimer(self.replica_io.fetch_purgatory.timer, self.loop),
                         AsyncioTimer(self.replica_io.delete_records_purgatory.timer, self.loop)]
         self.group_manager.start(self.loop)
+        self.txn_manager.start(self.loop)
         self.isr_manager.start()
         self._isr_expiration = self.loop.create_task(self._expire_isr_members(), name="isr-expiration")
         self._trace_flusher = self.loop.create_task(self.replication_tracer.flush_periodically(), name="trace-flush")
@@ -349,8 +363,8 @@ class KafkaServer:
             self.role_changes, self.metadata_cache, self.replica_manager, lambda: self.controller, self.trace), server)
         add_AdminServicer_to_server(AdminService(self.replica_manager, self.metadata_cache, lambda: self.controller,
                                                  self.replica_io, self.now_ms), server)
-        add_ReplicationServicer_to_server(ReplicationService(self.replica_io, self.replication_tracer, self.now_ms),
-                                          server)
+        add_ReplicationServicer_to_server(ReplicationService(self.replica_io, self.replication_tracer, self.now_ms,
+                                                             self.txn_marker_writer), server)
         try:
             port = server.add_insecure_port(f"{listener.bind_host}:{listener.port}")
         except RuntimeError as exc:
@@ -574,6 +588,7 @@ class KafkaServer:
             for timer in self._timers:
                 timer.close()
             self.group_manager.close()
+            await _bounded("stopping the transaction marker channel", self.txn_manager.close())
             if self._isr_expiration is not None:
                 self._isr_expiration.cancel()
             if self._trace_flusher is not None:

@@ -324,6 +324,11 @@ class ReplicationStub:
                 request_serializer=clusterplane_dot_cluster__pb2.OffsetsForLeaderEpochRequest.SerializeToString,
                 response_deserializer=clusterplane_dot_cluster__pb2.OffsetsForLeaderEpochResponse.FromString,
                 _registered_method=True)
+        self.WriteTxnMarkers = channel.unary_unary(
+                '/kafkasim.cluster.v1.Replication/WriteTxnMarkers',
+                request_serializer=clusterplane_dot_cluster__pb2.WriteTxnMarkersRequest.SerializeToString,
+                response_deserializer=clusterplane_dot_cluster__pb2.WriteTxnMarkersResponse.FromString,
+                _registered_method=True)
 
 
 class ReplicationServicer:
@@ -343,6 +348,12 @@ class ReplicationServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def WriteTxnMarkers(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ReplicationServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -355,6 +366,11 @@ def add_ReplicationServicer_to_server(servicer, server):
                     servicer.OffsetsForLeaderEpoch,
                     request_deserializer=clusterplane_dot_cluster__pb2.OffsetsForLeaderEpochRequest.FromString,
                     response_serializer=clusterplane_dot_cluster__pb2.OffsetsForLeaderEpochResponse.SerializeToString,
+            ),
+            'WriteTxnMarkers': grpc.unary_unary_rpc_method_handler(
+                    servicer.WriteTxnMarkers,
+                    request_deserializer=clusterplane_dot_cluster__pb2.WriteTxnMarkersRequest.FromString,
+                    response_serializer=clusterplane_dot_cluster__pb2.WriteTxnMarkersResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -411,6 +427,33 @@ class Replication:
             '/kafkasim.cluster.v1.Replication/OffsetsForLeaderEpoch',
             clusterplane_dot_cluster__pb2.OffsetsForLeaderEpochRequest.SerializeToString,
             clusterplane_dot_cluster__pb2.OffsetsForLeaderEpochResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WriteTxnMarkers(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kafkasim.cluster.v1.Replication/WriteTxnMarkers',
+            clusterplane_dot_cluster__pb2.WriteTxnMarkersRequest.SerializeToString,
+            clusterplane_dot_cluster__pb2.WriteTxnMarkersResponse.FromString,
             options,
             channel_credentials,
             insecure,

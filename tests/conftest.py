@@ -12,6 +12,31 @@ from tests.harness import RunningCluster, start_cluster
 from zk.server import ZooKeeperServer
 
 
+def _interrupt_on_sigterm(signum, frame) -> None:
+    """A run killed with SIGTERM (a CI timeout, ``timeout``, a supervisor) unwinds as Ctrl-C does: pytest tears the
+    fixtures down, stopping the processes they started by PID and removing namespaces and mounts. A second SIGTERM
+    kills at once; a child forked from this process (not exec'ed) keeps the plain default."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if os.getpid() != _SESSION_PID:
+        os.kill(os.getpid(), signal.SIGTERM)
+        return
+    raise KeyboardInterrupt(f"signal {signum} (SIGTERM)")
+
+
+_SESSION_PID = os.getpid()
+_previous_sigterm_handler = None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    global _previous_sigterm_handler
+    _previous_sigterm_handler = signal.signal(signal.SIGTERM, _interrupt_on_sigterm)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _previous_sigterm_handler is not None:
+        signal.signal(signal.SIGTERM, _previous_sigterm_handler)
+
+
 @pytest.fixture(scope="session")
 def zk_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """One real ZooKeeper for the session; every test works under its own chroot."""

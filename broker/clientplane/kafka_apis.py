@@ -24,8 +24,9 @@ from broker.clientplane.handlers import (
     offsets,
     produce,
     reassignments,
+    transactions,
 )
-from broker.clientplane.handlers.access import AdminAccess, ClusterAccess, GroupAccess, ReplicaAccess
+from broker.clientplane.handlers.access import AdminAccess, ClusterAccess, GroupAccess, ReplicaAccess, TxnAccess
 from broker.clientplane.handlers.common import response_module
 from broker.clientplane.protocol.api_versions import handle_api_versions
 from broker.clientplane.protocol.build import build
@@ -34,9 +35,12 @@ from broker.clientplane.protocol.versions import ApiKey
 from broker.config import KafkaConfig, Listener
 from broker.group.manager import OFFSETS_TOPIC
 from broker.metadata_cache import MetadataCache
+from broker.transaction.coordinator import TRANSACTION_STATE_TOPIC
 
 log = logging.getLogger(__name__)
 AUTHORIZED_OPERATIONS_NOT_REQUESTED = -(2**31)
+GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE = 0, 1  # FindCoordinator's key types
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
 
 
 class ApiNotServedError(RuntimeError):
@@ -46,7 +50,7 @@ class ApiNotServedError(RuntimeError):
 class KafkaApis:
     def __init__(self, config: KafkaConfig, metadata_cache: MetadataCache, cluster_id: Callable[[], str | None],
                  replicas: ReplicaAccess, groups: GroupAccess, admin_access: AdminAccess,
-                 cluster_access: ClusterAccess) -> None:
+                 cluster_access: ClusterAccess, txns: TxnAccess) -> None:
         self.config = config
         self.metadata_cache = metadata_cache
         self.cluster_id = cluster_id
@@ -62,7 +66,10 @@ class KafkaApis:
             ApiKey.CREATE_TOPICS: (admin.handle_create_topics, admin_access),
             ApiKey.CREATE_PARTITIONS: (admin.handle_create_partitions, admin_access),
             ApiKey.DELETE_TOPICS: (admin.handle_delete_topics, admin_access),
-            ApiKey.INIT_PRODUCER_ID: (admin.handle_init_producer_id, admin_access),
+            ApiKey.INIT_PRODUCER_ID: (transactions.handle_init_producer_id, txns),
+            ApiKey.ADD_PARTITIONS_TO_TXN: (transactions.handle_add_partitions_to_txn, txns),
+            ApiKey.ADD_OFFSETS_TO_TXN: (transactions.handle_add_offsets_to_txn, txns),
+            ApiKey.END_TXN: (transactions.handle_end_txn, txns),
             ApiKey.DESCRIBE_CONFIGS: (configs.handle_describe_configs, admin_access),
             ApiKey.ALTER_CONFIGS: (configs.handle_alter_configs, admin_access),
             ApiKey.INCREMENTAL_ALTER_CONFIGS: (configs.handle_incremental_alter_configs, admin_access),
@@ -75,6 +82,7 @@ class KafkaApis:
             ApiKey.LEAVE_GROUP: (group.handle_leave_group, groups),
             ApiKey.OFFSET_COMMIT: (group.handle_offset_commit, groups),
             ApiKey.OFFSET_FETCH: (group.handle_offset_fetch, groups),
+            ApiKey.TXN_OFFSET_COMMIT: (group.handle_txn_offset_commit, groups),
             ApiKey.DESCRIBE_GROUPS: (group.handle_describe_groups, groups),
             ApiKey.LIST_GROUPS: (group.handle_list_groups, groups),
             ApiKey.DELETE_GROUPS: (group_admin.handle_delete_groups, groups),
@@ -85,8 +93,10 @@ class KafkaApis:
         self._handlers: dict[int, Callable] = {
             ApiKey.API_VERSIONS: self.handle_api_versions,
             ApiKey.METADATA: self.handle_metadata,
-            ApiKey.FIND_COORDINATOR: lambda request, listener: group.handle_find_coordinator(
-                groups, request, listener),
+            ApiKey.FIND_COORDINATOR: lambda request, listener: (
+                transactions.handle_find_transaction_coordinator(txns, request, listener)
+                if getattr(request.body, "key_type", GROUP_KEY_TYPE) == TRANSACTION_KEY_TYPE
+                else group.handle_find_coordinator(groups, request, listener)),
             ApiKey.DESCRIBE_CLUSTER: lambda request, listener: cluster.handle_describe_cluster(
                 cluster_access, request, listener),
             **{key: (lambda request, _listener, f=function, a=access: f(a, request))
@@ -140,7 +150,7 @@ class KafkaApis:
                       offline_replicas=tuple(s.offline_replicas))
                 for s in states)
             topics.append(build(module.MetadataResponseTopic, error_code=ErrorCode.none, name=name,
-                                is_internal=name == OFFSETS_TOPIC, partitions=partitions,
+                                is_internal=name in INTERNAL_TOPICS, partitions=partitions,
                                 topic_authorized_operations=AUTHORIZED_OPERATIONS_NOT_REQUESTED))
         return build(module.MetadataResponse, throttle_time=timedelta(0), brokers=tuple(brokers),
                      cluster_id=self.cluster_id(), controller_id=cache.controller_id, topics=tuple(topics),

@@ -20,11 +20,14 @@ from broker.group.metadata import (
     MemberMetadata,
     OffsetAndMetadata,
 )
+from broker.group.replay import LoggedRecord, PartitionReplay, TxnMarker
 from broker.purgatory.delayed_operation import DelayedOperation
 from broker.purgatory.purgatory import DelayedOperationPurgatory, GroupKey
 
 Entry = tuple[bytes, bytes | None]  # one __consumer_offsets record: key, value (None = tombstone)
-AppendFunction = Callable[[int, list[Entry], Callable[[ErrorCode], None]], None]
+# append(partition, entries, done, producer): done(error, base offset of the batch or -1); ``producer`` (id,
+# epoch) makes the batch transactional (TxnOffsetCommit)
+AppendFunction = Callable[..., None]
 StateListener = Callable[[GroupMetadata, str, str], None]
 TopicPartition = tuple[str, int]
 NO_GENERATION = -1
@@ -205,30 +208,18 @@ class GroupCoordinator:
     def begin_loading(self, partition: int) -> None:
         self.loading_partitions.add(partition)
 
-    def load_partition(self, partition: int, entries: Iterable[Entry]) -> int:
-        """Replay the partition's records (later ones win, tombstones delete); then this broker coordinates
-        its groups. Returns how many groups were loaded."""
-        offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
-        groups: dict[str, rec.GroupValue | None] = {}
-        for key_bytes, value_bytes in entries:
-            key = rec.decode_key(key_bytes)
-            if isinstance(key, rec.OffsetKey):
-                group_offsets = offsets.setdefault(key.group_id, {})
-                if value_bytes is None:
-                    group_offsets.pop((key.topic, key.partition), None)
-                else:
-                    value = rec.decode_offset_value(value_bytes)
-                    group_offsets[(key.topic, key.partition)] = OffsetAndMetadata(
-                        value.offset, value.leader_epoch, value.metadata, value.commit_timestamp,
-                        value.expire_timestamp)
-            else:
-                groups[key.group_id] = None if value_bytes is None else rec.decode_group_value(value_bytes)
+    def load_partition(self, partition: int, entries: Iterable[Entry | LoggedRecord | TxnMarker]) -> int:
+        """Replay the partition's records (broker/group/replay.py); then this broker coordinates its groups.
+        Returns how many groups were loaded."""
+        replay = PartitionReplay()
+        for entry in entries:
+            replay.apply(entry)
         loaded = 0
-        # a group whose offsets and record were all tombstoned (DeleteGroups, OffsetDelete) stays gone
-        for group_id in sorted({g for g, o in offsets.items() if o} | {g for g, v in groups.items() if v is not None}):
+        for group_id in sorted(replay.group_ids()):
             if self.partition_of(group_id) != partition:
                 continue
-            group = self._restore(group_id, groups.get(group_id), offsets.get(group_id, {}))
+            group = self._restore(group_id, replay.groups.get(group_id), replay.offsets.get(group_id, {}))
+            group.pending_txn_offsets = replay.pending_of(group_id)
             self.groups[group_id] = group
             loaded += 1
         self.loading_partitions.discard(partition)
@@ -676,7 +667,10 @@ class GroupCoordinator:
         self._store_offsets(group, offsets, callback)
 
     def _store_offsets(self, group: GroupMetadata, offsets: dict[TopicPartition, OffsetAndMetadata],
-                       callback: Callable[[dict[TopicPartition, ErrorCode]], None]) -> None:
+                       callback: Callable[[dict[TopicPartition, ErrorCode]], None],
+                       producer: tuple[int, int] | None = None) -> None:
+        """Kafka's GroupMetadataManager.storeOffsets: one batch, acks=all; ``producer`` (id, epoch): a
+        TxnOffsetCommit, written as a transactional batch of that producer and held pending until its marker."""
         results: dict[TopicPartition, ErrorCode] = {}
         entries: list[Entry] = []
         accepted: dict[TopicPartition, OffsetAndMetadata] = {}
@@ -693,19 +687,44 @@ class GroupCoordinator:
             callback(results)
             return
 
-        def stored(error: ErrorCode) -> None:
+        def stored(error: ErrorCode, base_offset: int = -1) -> None:
             group.pending_offset_commits.subtract(list(accepted))
             group.pending_offset_commits += Counter()  # drop the zeros
             mapped = map_store_error(error)
             if mapped == ErrorCode.none and group.group_id in self.groups:
-                group.offsets.update(accepted)
+                for tp, value in accepted.items():
+                    if base_offset >= 0:
+                        value.log_offset = base_offset
+                    # a commit answered late never replaces one written after it (onOffsetCommitAppend)
+                    current = group.offsets.get(tp)
+                    if current is None or current.older_than(value) or value.log_offset < 0:
+                        group.offsets[tp] = value
             callback({**results, **dict.fromkeys(accepted, mapped)})
 
+        def stored_txn(error: ErrorCode, base_offset: int = -1) -> None:
+            assert producer is not None
+            # a fenced producer is told so (Kafka passes the log's INVALID_PRODUCER_EPOCH through)
+            mapped = error if error == ErrorCode.invalid_producer_epoch else map_store_error(error)
+            for tp, value in accepted.items():
+                if mapped == ErrorCode.none:
+                    group.on_txn_offset_commit_append(producer[0], tp, value, base_offset)
+                else:
+                    group.fail_pending_txn_offset_commit(producer[0], tp, value)
+            callback({**results, **dict.fromkeys(accepted, mapped)})
+
+        if producer is not None:
+            group.prepare_txn_offset_commit(producer[0], accepted)
+            self.append(self.partition_of(group.group_id), entries, stored_txn, producer)
+            return
         group.pending_offset_commits.update(list(accepted))
         self.append(self.partition_of(group.group_id), entries, stored)
 
     def handle_fetch_offsets(self, group_id: str, partitions: list[TopicPartition] | None,
-                             ) -> tuple[ErrorCode, dict[TopicPartition, OffsetAndMetadata | None]]:
+                             require_stable: bool = False,
+                             ) -> tuple[ErrorCode, dict[TopicPartition, OffsetAndMetadata | ErrorCode | None]]:
+        """The committed offsets (None: none). ``require_stable`` (OffsetFetch v7, KIP-447): a partition with a
+        commit not yet written, or a transactional one not yet completed, is UNSTABLE_OFFSET_COMMIT instead, which
+        the client retries; as in Kafka 2.8, only when partitions are named."""
         error = self.coordinator_error(group_id)
         if error is not None:
             return error, {}
@@ -713,7 +732,54 @@ class GroupCoordinator:
         offsets = {} if group is None else group.offsets
         if partitions is None:
             return ErrorCode.none, dict(offsets)
+        if require_stable and group is not None:
+            return ErrorCode.none, {tp: ErrorCode.unstable_offset_commit if group.has_pending_offset_commits(tp)
+                                    else offsets.get(tp) for tp in partitions}
         return ErrorCode.none, {tp: offsets.get(tp) for tp in partitions}
+
+    # --- transactional offsets (KIP-98) -------------------------------------------------------------
+
+    def handle_txn_commit_offsets(self, group_id: str, producer_id: int, producer_epoch: int, member_id: str,
+                                  group_instance_id: str | None, generation_id: int,
+                                  offsets: dict[TopicPartition, OffsetAndMetadata],
+                                  callback: Callable[[dict[TopicPartition, ErrorCode]], None]) -> None:
+        """Kafka's handleTxnCommitOffsets: a group that does not exist yet is created Empty; the member and the
+        generation are checked only when given (TxnOffsetCommit v3, KIP-447)."""
+
+        def all_(error: ErrorCode) -> None:
+            callback(dict.fromkeys(offsets, error))
+
+        if group_instance_id is not None and not self.config.static_membership:
+            all_(ErrorCode.unsupported_version)
+            return
+        error = self.coordinator_error(group_id) if group_id else ErrorCode.invalid_group_id
+        if error is not None:
+            all_(error)
+            return
+        group = self.groups.get(group_id)
+        if group is None:
+            group = self.groups[group_id] = GroupMetadata(group_id, state_timestamp_ms=self.wall_now_ms)
+        if group.is_(GroupState.DEAD):
+            all_(ErrorCode.coordinator_not_available)
+        elif group.is_static_member_fenced(member_id, group_instance_id):
+            all_(ErrorCode.fenced_instance_id)
+        elif member_id != NO_MEMBER and member_id not in group.members:
+            all_(ErrorCode.unknown_member_id)
+        elif generation_id >= 0 and generation_id != group.generation_id:
+            all_(ErrorCode.illegal_generation)
+        else:
+            self._store_offsets(group, offsets, callback, (producer_id, producer_epoch))
+
+    def handle_txn_completion(self, producer_id: int, partitions: Iterable[int], committed: bool) -> int:
+        """A COMMIT or ABORT marker of ``producer_id`` was written to these __consumer_offsets partitions
+        (Kafka's GroupMetadataManager.handleTxnCompletion): the producer's pending offsets in their groups become
+        the committed ones, or are dropped. Returns how many offsets were applied."""
+        wanted = set(partitions) & self.owned_partitions
+        applied = 0
+        for group in list(self.groups.values()):
+            if self.partition_of(group.group_id) in wanted and producer_id in group.pending_txn_offsets:
+                applied += group.complete_pending_txn_offset_commit(producer_id, committed)
+        return applied
 
     # --- storing ------------------------------------------------------------------------------------
 
@@ -728,7 +794,7 @@ class GroupCoordinator:
         value = rec.GroupValue(group.protocol_type or "", group.generation_id, group.protocol_name,
                                group.leader_id, group.state_timestamp_ms, members)
         entry = (rec.encode_key(rec.GroupKey(group.group_id)), rec.encode_group_value(value))
-        self.append(self.partition_of(group.group_id), [entry], lambda error: callback(map_store_error(error)))
+        self.append(self.partition_of(group.group_id), [entry], lambda error, *_: callback(map_store_error(error)))
 
     def _transition(self, group: GroupMetadata, state: GroupState, reason: str) -> None:
         old = group.transition_to(state, self.wall_now_ms)
@@ -792,6 +858,7 @@ class GroupCoordinator:
                        if group.is_subscribed_to_topic(tp[0])}
         eligible = [tp for tp in partitions if tp not in results]
         if eligible:
+            group.remove_pending_txn_offsets(eligible)
             self._remove_offsets(group, eligible)
             results.update(dict.fromkeys(eligible, ErrorCode.none))
         return ErrorCode.none, results
@@ -816,7 +883,8 @@ class GroupCoordinator:
         becomes Dead, leaves the cache and gets a tombstone too, unless it is of generation 0 (offsets only,
         it never wrote a group record). Kafka appends without waiting, and so does this."""
         removed = [tp for tp in partitions if group.offsets.pop(tp, None) is not None]
-        if group.is_(GroupState.EMPTY) and not group.offsets:
+        # pending offsets (a write not yet answered, a transaction not yet completed) keep the group (hasOffsets)
+        if group.is_(GroupState.EMPTY) and not group.has_offsets:
             self._transition(group, GroupState.DEAD, reason)
         entries: list[Entry] = [(rec.encode_key(rec.OffsetKey(group.group_id, topic, partition)), None)
                                 for topic, partition in removed]
@@ -826,5 +894,5 @@ class GroupCoordinator:
             if group.generation_id > 0:
                 entries.append((rec.encode_key(rec.GroupKey(group.group_id)), None))
         if entries:
-            self.append(self.partition_of(group.group_id), entries, lambda error: None)
+            self.append(self.partition_of(group.group_id), entries, lambda error, *_: None)
         return len(removed)

@@ -16,9 +16,13 @@ from kio.schema.errors import ErrorCode
 from broker.config import protocol_at_least
 from broker.group.coordinator import Entry, GroupConfig, GroupCoordinator
 from broker.group.metadata import GroupMetadata
-from broker.log.record_batch import HEADER_SIZE, parse_header
+from broker.group.replay import LoggedRecord, TxnMarker
+from broker.log.record_batch import HEADER_SIZE, TRANSACTIONAL_FLAG, parse_header
 from broker.log.records import NONE, Record, build_batch, read_varint
+from broker.log.transactions import ABORT, COMMIT, control_record_type
 from broker.purgatory.asyncio_timer import AsyncioTimer
+from broker.replication.delayed_ops import ProducePartitionStatus
+from broker.replication.partition import Partition
 from broker.replication.replica_manager import ReplicaIO
 from traces import events as te
 from traces.writer import TraceWriter
@@ -46,13 +50,26 @@ def _field(buf: bytes, position: int) -> tuple[bytes | None, int]:
 
 
 def keys_and_values(batches: bytes, from_offset: int = 0) -> Iterator[Entry]:
-    """(key, value) of every record at or after ``from_offset`` in whole v2 batches. The coordinator writes
-    its batches uncompressed, and control batches carry no group data."""
+    """(key, value) of every data record at or after ``from_offset`` in whole v2 batches."""
+    for item in logged_records(batches, from_offset):
+        if isinstance(item, LoggedRecord):
+            yield item.key, item.value
+
+
+def logged_records(batches: bytes, from_offset: int = 0) -> Iterator[LoggedRecord | TxnMarker]:
+    """The records at or after ``from_offset`` in whole v2 batches, as loading needs them: data records with their
+    batch's base offset, producer and transactional flag, and the COMMIT/ABORT markers. The coordinator writes its
+    batches uncompressed."""
     position = 0
     while position + HEADER_SIZE <= len(batches):
         header = parse_header(batches, position)
         end = position + header.size
-        if header.next_offset > from_offset and not header.is_control and header.compression == NONE:
+        if header.next_offset > from_offset and header.is_control:
+            control_type = control_record_type(batches[position:end])
+            if control_type in (ABORT, COMMIT) and header.producer_id >= 0:
+                yield TxnMarker(header.producer_id, control_type == COMMIT)
+        elif header.next_offset > from_offset and header.compression == NONE:
+            transactional = bool(header.attributes & TRANSACTIONAL_FLAG)
             body, at = batches[position + HEADER_SIZE:end], 0
             for _ in range(header.records_count):
                 length, at = read_varint(body, at)
@@ -63,9 +80,20 @@ def keys_and_values(batches: bytes, from_offset: int = 0) -> Iterator[Entry]:
                 key, at = _field(body, at)
                 value, at = _field(body, at)
                 if key is not None and header.base_offset + offset_delta >= from_offset:
-                    yield key, value
+                    yield LoggedRecord(key, value, header.base_offset, header.producer_id, transactional)
                 at = record_end
         position = end
+
+
+def _check_producer_epoch(partition: Partition, records: bytes) -> ProducePartitionStatus | None:
+    """A TxnOffsetCommit of a fenced producer (an older epoch than the partition knows) is refused, as Kafka's log
+    append of the offsets batch refuses it (ProducerAppendInfo.checkProducerEpoch)."""
+    header = parse_header(records, 0)
+    entry = partition.producer_state.producers.get(header.producer_id)
+    if entry is not None and header.producer_epoch < entry.producer_epoch:
+        return ProducePartitionStatus(ErrorCode.invalid_producer_epoch, error_message=(
+            f"producer {header.producer_id} has epoch {header.producer_epoch}, older than {entry.producer_epoch}"))
+    return None
 
 
 class GroupMetadataManager:
@@ -106,13 +134,27 @@ class GroupMetadataManager:
 
     # --- storing ------------------------------------------------------------------------------------
 
-    def _append(self, partition: int, entries: list[Entry], done: Callable[[ErrorCode], None]) -> None:
+    def _append(self, partition: int, entries: list[Entry], done: Callable[[ErrorCode, int], None],
+                producer: tuple[int, int] | None = None) -> None:
+        """``producer`` (id, epoch): a TxnOffsetCommit, written as Kafka's coordinator does, a transactional batch
+        of that producer without sequence (AppendOrigin.Coordinator: no sequence check)."""
         tp = (OFFSETS_TOPIC, partition)
         now_wall = int(time.time() * 1000)
-        batch = build_batch([Record(key, value, now_wall) for key, value in entries])
+        records = [Record(key, value, now_wall) for key, value in entries]
+        if producer is None:
+            batch = build_batch(records)
+        else:
+            batch = build_batch(records, producer_id=producer[0], producer_epoch=producer[1], transactional=True)
         self.replica_io.append_records(
             {tp: batch}, -1, self.offsets_commit_timeout_ms, self.now_ms(),
-            lambda statuses: done(statuses[tp].error))
+            lambda statuses: done(statuses[tp].error, statuses[tp].base_offset),
+            check=None if producer is None else _check_producer_epoch, from_coordinator=producer is not None)
+
+    def handle_txn_completion(self, producer_id: int, partitions: list[int], committed: bool) -> None:
+        """A COMMIT or ABORT marker of the producer is replicated on these __consumer_offsets partitions."""
+        applied = self.coordinator.handle_txn_completion(producer_id, partitions, committed)
+        if applied:
+            log.info("transaction of producer %d committed %d group offsets", producer_id, applied)
 
     # --- leadership ---------------------------------------------------------------------------------
 
@@ -147,13 +189,13 @@ class GroupMetadataManager:
                  (time.monotonic() - started) * 1000)
 
     @staticmethod
-    def _read_log(partition_log) -> Iterator[Entry]:
+    def _read_log(partition_log) -> Iterator[LoggedRecord | TxnMarker]:
         position, end = partition_log.log_start_offset, partition_log.log_end_offset
         while position < end:
             data = partition_log.read(position, READ_CHUNK_BYTES, max_offset=end).read_bytes()
             if not data:
                 return
-            yield from keys_and_values(data, position)
+            yield from logged_records(data, position)
             last = position
             at = 0
             while at + HEADER_SIZE <= len(data):

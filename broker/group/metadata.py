@@ -42,6 +42,13 @@ class OffsetAndMetadata:
     commit_timestamp: int = -1
     # set only by OffsetCommit v2-v4 with a retention_time_ms: the old per-offset expiry (stored as value v1)
     expire_timestamp: int | None = None
+    # the base offset of the __consumer_offsets batch holding this commit (Kafka's appendedBatchOffset), -1 until
+    # appended or when unknown: a transactional commit completed by its marker replaces only an older one
+    log_offset: int = field(default=-1, compare=False)
+
+    def older_than(self, other: OffsetAndMetadata) -> bool:
+        """Kafka's CommitRecordMetadataAndOffset.olderThan, by position in the log; an unknown position is older."""
+        return self.log_offset < 0 or self.log_offset < other.log_offset
 
 
 @dataclass
@@ -117,6 +124,9 @@ class GroupMetadata:
     state_timestamp_ms: int = -1
     # offsets written but not yet replicated: they never expire (Kafka's pendingOffsetCommits)
     pending_offset_commits: Counter = field(default_factory=Counter)
+    # Kafka's pendingTransactionalOffsetCommits: TxnOffsetCommit offsets by producer id, invisible to OffsetFetch
+    # until that producer's COMMIT marker reaches the partition (then they become the committed ones) or ABORT
+    pending_txn_offsets: dict[int, dict[tuple[str, int], OffsetAndMetadata]] = field(default_factory=dict)
     # the topics the members of this generation consume; None: unknown (not a consumer group, or unreadable
     # metadata), which OffsetDelete must treat as "all of them" (Kafka's GroupMetadata.subscribedTopics)
     subscribed_topics: frozenset[str] | None = None
@@ -181,6 +191,59 @@ class GroupMetadata:
     @property
     def not_yet_rejoined(self) -> list[MemberMetadata]:
         return [member for member in self.members.values() if not member.awaiting_join]
+
+    # --- transactional offsets (KIP-98, Kafka's GroupMetadata) --------------------------------------
+
+    def prepare_txn_offset_commit(self, producer_id: int, offsets: dict[tuple[str, int], OffsetAndMetadata]) -> None:
+        self.pending_txn_offsets.setdefault(producer_id, {}).update(offsets)
+
+    def on_txn_offset_commit_append(self, producer_id: int, tp: tuple[str, int], value: OffsetAndMetadata,
+                                    log_offset: int) -> None:
+        """The record is in the log: remember where, unless a later TxnOffsetCommit replaced it meanwhile."""
+        pending = self.pending_txn_offsets.get(producer_id, {}).get(tp)
+        if pending is value:
+            pending.log_offset = log_offset
+
+    def fail_pending_txn_offset_commit(self, producer_id: int, tp: tuple[str, int], value: OffsetAndMetadata) -> None:
+        """The record was not written: the client is answered an error and retries, perhaps elsewhere."""
+        pending = self.pending_txn_offsets.get(producer_id)
+        if pending is not None and pending.get(tp) is value:
+            del pending[tp]
+            if not pending:
+                del self.pending_txn_offsets[producer_id]
+
+    def complete_pending_txn_offset_commit(self, producer_id: int, committed: bool) -> int:
+        """The producer's marker is in the log: COMMIT makes its offsets the committed ones where they are newer in
+        the log than the commit there (Kafka's completePendingTxnOffsetCommit), ABORT drops them. Returns how many
+        offsets were applied."""
+        pending = self.pending_txn_offsets.pop(producer_id, {})
+        if not committed:
+            return 0
+        applied = 0
+        for tp, value in pending.items():
+            current = self.offsets.get(tp)
+            if current is None or current.older_than(value):
+                self.offsets[tp] = value
+                applied += 1
+        return applied
+
+    def has_pending_offset_commits(self, tp: tuple[str, int]) -> bool:
+        """Kafka's hasPendingOffsetCommitsForTopicPartition: OffsetFetch with require_stable answers
+        UNSTABLE_OFFSET_COMMIT for such a partition."""
+        return bool(self.pending_offset_commits[tp]) or any(tp in p for p in self.pending_txn_offsets.values())
+
+    @property
+    def has_offsets(self) -> bool:
+        """Kafka's hasOffsets: an Empty group without any becomes Dead; pending ones keep it."""
+        return bool(self.offsets) or any(self.pending_offset_commits.values()) or bool(self.pending_txn_offsets)
+
+    def remove_pending_txn_offsets(self, partitions: list[tuple[str, int]]) -> None:
+        """Kafka's removeOffsets drops the partitions' pending transactional offsets too."""
+        for producer_id, pending in list(self.pending_txn_offsets.items()):
+            for tp in partitions:
+                pending.pop(tp, None)
+            if not pending:
+                del self.pending_txn_offsets[producer_id]
 
     # --- offset expiry (KIP-211) --------------------------------------------------------------------
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from kio.schema.errors import ErrorCode
 
@@ -31,42 +32,44 @@ class ProducePartitionStatus:
     error_message: str | None = None
 
 
-class DelayedProduce(DelayedOperation):
-    def __init__(self, timeout_ms: int, statuses: dict[TopicPartition, ProducePartitionStatus],
-                 lookup: Callable[[TopicPartition], Partition],
-                 min_insync_replicas: Callable[[Partition], int],
-                 respond: Callable[[dict[TopicPartition, ProducePartitionStatus]], None],
+class PendingStatus(Protocol):
+    """A partition's status in a DelayedPartitionAcks: its answer, and whether it still waits."""
+
+    error: ErrorCode
+    acks_pending: bool
+
+
+class DelayedPartitionAcks(DelayedOperation):
+    """What DelayedProduce and DelayedDeleteRecords share: a status per partition, each still pending until
+    :meth:`_settle` decides it; done when none is pending, at the timeout the pending ones answer
+    REQUEST_TIMED_OUT."""
+
+    purgatory = ""  # the purgatory's name, for on_finished
+
+    def __init__(self, timeout_ms: int, statuses: dict[TopicPartition, PendingStatus],
+                 respond: Callable[[dict[TopicPartition, PendingStatus]], None],
                  on_finished: FinishedListener | None = None) -> None:
         super().__init__(timeout_ms)
         self.statuses = statuses
-        self._lookup = lookup
-        self._min_insync = min_insync_replicas
         self._respond = respond
         self._on_finished = on_finished
         for status in statuses.values():
             if status.acks_pending:
                 status.error = ErrorCode.request_timed_out  # what an expiry answers
 
+    def _settle(self, tp: TopicPartition, status: PendingStatus) -> None:
+        """Clears ``status.acks_pending`` (with the answer) if the partition is done."""
+        raise NotImplementedError
+
     def try_complete(self) -> bool:
         for tp, status in self.statuses.items():
-            if not status.acks_pending:
-                continue
-            try:
-                partition = self._lookup(tp)  # raises NOT_LEADER_OR_FOLLOWER / UNKNOWN_TOPIC_OR_PARTITION
-            except PartitionError as exc:
-                done, error = True, exc.error_code
-            else:
-                done, error = partition.check_enough_replicas_reach_offset(status.required_offset,
-                                                                           self._min_insync(partition))
-            if done:
-                status.acks_pending, status.error = False, error
+            if status.acks_pending:
+                self._settle(tp, status)
         if any(status.acks_pending for status in self.statuses.values()):
             return False
-        return self._completed_here(self.force_complete())
-
-    def _completed_here(self, completed: bool) -> bool:
+        completed = self.force_complete()
         if completed and self._on_finished is not None:
-            self._on_finished("Produce", False, list(self.statuses))
+            self._on_finished(self.purgatory, False, list(self.statuses))
         return completed
 
     def on_complete(self) -> None:
@@ -74,7 +77,31 @@ class DelayedProduce(DelayedOperation):
 
     def on_expiration(self) -> None:
         if self._on_finished is not None:
-            self._on_finished("Produce", True, [tp for tp, s in self.statuses.items() if s.acks_pending])
+            self._on_finished(self.purgatory, True, [tp for tp, s in self.statuses.items() if s.acks_pending])
+
+
+class DelayedProduce(DelayedPartitionAcks):
+    purgatory = "Produce"
+
+    def __init__(self, timeout_ms: int, statuses: dict[TopicPartition, ProducePartitionStatus],
+                 lookup: Callable[[TopicPartition], Partition],
+                 min_insync_replicas: Callable[[Partition], int],
+                 respond: Callable[[dict[TopicPartition, ProducePartitionStatus]], None],
+                 on_finished: FinishedListener | None = None) -> None:
+        super().__init__(timeout_ms, statuses, respond, on_finished)
+        self._lookup = lookup
+        self._min_insync = min_insync_replicas
+
+    def _settle(self, tp: TopicPartition, status: ProducePartitionStatus) -> None:
+        try:
+            partition = self._lookup(tp)  # raises NOT_LEADER_OR_FOLLOWER / UNKNOWN_TOPIC_OR_PARTITION
+        except PartitionError as exc:
+            done, error = True, exc.error_code
+        else:
+            done, error = partition.check_enough_replicas_reach_offset(status.required_offset,
+                                                                       self._min_insync(partition))
+        if done:
+            status.acks_pending, status.error = False, error
 
 
 @dataclass
@@ -91,49 +118,29 @@ class DeleteRecordsPartitionStatus:
 LowWatermark = Callable[[TopicPartition], int]  # the leader's low watermark; raises PartitionError
 
 
-class DelayedDeleteRecords(DelayedOperation):
+class DelayedDeleteRecords(DelayedPartitionAcks):
     """Done when, for every partition, the low watermark (the smallest log start offset among the live replicas)
     has reached the requested offset or the partition answers an error (the leader moved); at the timeout the
     partitions still waiting answer REQUEST_TIMED_OUT with the low watermark known when the request arrived."""
+
+    purgatory = "DeleteRecords"
 
     def __init__(self, timeout_ms: int, statuses: dict[TopicPartition, DeleteRecordsPartitionStatus],
                  low_watermark: LowWatermark,
                  respond: Callable[[dict[TopicPartition, DeleteRecordsPartitionStatus]], None],
                  on_finished: FinishedListener | None = None) -> None:
-        super().__init__(timeout_ms)
-        self.statuses = statuses
+        super().__init__(timeout_ms, statuses, respond, on_finished)
         self._low_watermark = low_watermark
-        self._respond = respond
-        self._on_finished = on_finished
-        for status in statuses.values():
-            if status.acks_pending:
-                status.error = ErrorCode.request_timed_out  # what an expiry answers
 
-    def try_complete(self) -> bool:
-        for tp, status in self.statuses.items():
-            if not status.acks_pending:
-                continue
-            try:
-                low = self._low_watermark(tp)
-            except PartitionError as exc:
-                status.acks_pending, status.error, status.low_watermark = False, exc.error_code, -1
-                status.error_message = str(exc)
-                continue
-            if low >= status.required_offset:
-                status.acks_pending, status.error, status.low_watermark = False, ErrorCode.none, low
-        if any(status.acks_pending for status in self.statuses.values()):
-            return False
-        completed = self.force_complete()
-        if completed and self._on_finished is not None:
-            self._on_finished("DeleteRecords", False, list(self.statuses))
-        return completed
-
-    def on_complete(self) -> None:
-        self._respond(self.statuses)
-
-    def on_expiration(self) -> None:
-        if self._on_finished is not None:
-            self._on_finished("DeleteRecords", True, [tp for tp, s in self.statuses.items() if s.acks_pending])
+    def _settle(self, tp: TopicPartition, status: DeleteRecordsPartitionStatus) -> None:
+        try:
+            low = self._low_watermark(tp)
+        except PartitionError as exc:
+            status.acks_pending, status.error, status.low_watermark = False, exc.error_code, -1
+            status.error_message = str(exc)
+            return
+        if low >= status.required_offset:
+            status.acks_pending, status.error, status.low_watermark = False, ErrorCode.none, low
 
 
 @dataclass

@@ -15,7 +15,7 @@ new full session."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -129,25 +129,19 @@ class LeaderFetchSession:
         """The session's partitions (or ``among`` them) that have something for the follower: records past its
         fetch offset, another HW, a log start past its own, or an error to tell (not leading any more, another
         epoch). One check each: this is all an idle fetch costs the leader per partition."""
-        positions = self.positions
-        answer = []
-        for tp in positions if among is None else among:
-            position = positions.get(tp)
-            if position is None:
-                continue
-            partition = hosted.get(tp)
-            if (partition is None or partition.leader != local_broker_id
-                    or partition.leader_epoch != position.current_leader_epoch
-                    or partition.log.log_end_offset != position.fetch_offset
-                    or partition.high_watermark != position.high_watermark
-                    or partition.log.log_start_offset > position.log_start_offset):
-                answer.append(tp)
-        return answer
+        return list(self._with_news(hosted, local_broker_id, self.positions if among is None else among,
+                                    data_or_error_only=False))
 
     def has_data_or_error(self, hosted: Mapping[TopicPartition, Partition], local_broker_id: int,
                           among: Iterable[TopicPartition]) -> bool:
         """Whether a parked fetch should be answered now: one of ``among`` has records past the follower's fetch
         offset, or an error to tell. A new HW alone waits for the next answer, as in Kafka (min bytes)."""
+        return next(self._with_news(hosted, local_broker_id, among, data_or_error_only=True), None) is not None
+
+    def _with_news(self, hosted: Mapping[TopicPartition, Partition], local_broker_id: int,
+                   among: Iterable[TopicPartition], *, data_or_error_only: bool) -> Iterator[TopicPartition]:
+        """The session's partitions among these that have news for the follower, lazily (a parked fetch stops at
+        the first); ``data_or_error_only`` leaves out a new HW or log start."""
         positions = self.positions
         for tp in among:
             position = positions.get(tp)
@@ -156,6 +150,8 @@ class LeaderFetchSession:
             partition = hosted.get(tp)
             if (partition is None or partition.leader != local_broker_id
                     or partition.leader_epoch != position.current_leader_epoch
-                    or partition.log.log_end_offset != position.fetch_offset):
-                return True
-        return False
+                    or partition.log.log_end_offset != position.fetch_offset
+                    or (not data_or_error_only
+                        and (partition.high_watermark != position.high_watermark
+                             or partition.log.log_start_offset > position.log_start_offset))):
+                yield tp

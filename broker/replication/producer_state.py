@@ -57,6 +57,8 @@ class ProducerStateEntry:
     batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=NUM_BATCHES_TO_RETAIN))
     last_timestamp: int = -1
     current_txn_first_offset: int | None = None  # the first offset of the producer's open transaction
+    # the newest transaction coordinator epoch whose marker this leader wrote for the producer (-1: none yet)
+    coordinator_epoch: int = -1
 
     @property
     def last_seq(self) -> int:
@@ -172,6 +174,11 @@ class ProducerStateManager:
         entry.last_timestamp = timestamp
         if transactional and entry.current_txn_first_offset is None:
             entry.current_txn_first_offset = first_offset
+
+    def note_coordinator_epoch(self, producer_id: int, coordinator_epoch: int) -> None:
+        """A marker from this coordinator epoch is being written: older coordinators are fenced from now on."""
+        entry = self._producers.setdefault(producer_id, ProducerStateEntry(producer_id))
+        entry.coordinator_epoch = max(entry.coordinator_epoch, coordinator_epoch)
 
     def record_header(self, header: BatchHeader) -> None:
         """``record`` from a batch header as stored in the log; batches without a producer id are ignored."""

@@ -148,8 +148,9 @@ class ReplicaFetcher:
         partition = state.partition
         before = partition.log_end_offset
         if offset < before:
-            size_before = partition.log.size_in_bytes
+            size_before, high_watermark_before = partition.log.size_in_bytes, partition.high_watermark
             partition.truncate_to(offset)
+            self._high_watermark_may_have_moved(partition, high_watermark_before)
             log.info("%s-%d: truncated from %d to %d (%s) before following leader %d in epoch %d",
                      partition.topic, partition.partition, before, partition.log_end_offset, rule.value,
                      self.leader_id, state.leader_epoch)
@@ -272,10 +273,18 @@ class ReplicaFetcher:
             if data.log_end_offset < partition.log_end_offset:
                 self._truncate_to(state, data.log_end_offset, self.settings.truncation_rule)
             else:
+                high_watermark_before = partition.high_watermark
                 partition.truncate_fully_and_start_at(data.log_start_offset)
+                self._high_watermark_may_have_moved(partition, high_watermark_before)
                 state.fetch_offset = partition.log_end_offset
             return
         self._on_error(state, code)
+
+    def _high_watermark_may_have_moved(self, partition: Partition, before: int) -> None:
+        """A truncation below the HW lowers it (one past the log start raises it): told as progress is, so the HW
+        checkpoint, which skips collecting while no HW moved, writes the new one, and the trace shows it."""
+        if partition.high_watermark != before:
+            self._on_progress(partition)
 
     def _on_error(self, state: PartitionFetchState, code: int) -> None:
         partition = state.partition

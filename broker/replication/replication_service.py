@@ -1,11 +1,13 @@
 """The leader's side of replication on the cluster plane: replica fetches (parked in the same fetch
 purgatory as consumer long-polls, reading up to the LEO), answered in order on each follower's stream, each stream
-one incremental fetch session (``fetch_session.py``), and OffsetsForLeaderEpoch."""
+one incremental fetch session (``fetch_session.py``), OffsetsForLeaderEpoch, and a transaction coordinator's
+WriteTxnMarkers (``txn_markers.py``)."""
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import time
 from collections.abc import AsyncIterator, Callable
 
 from kio.schema.errors import ErrorCode
@@ -16,13 +18,16 @@ from broker.replication.fetch_session import FetchPosition, LeaderFetchSession, 
 from broker.replication.partition import NO_EPOCH, FetchIsolation, PartitionError
 from broker.replication.replica_manager import ReplicaIO
 from broker.replication.replication_tracing import ReplicationTracer
+from broker.replication.txn_markers import TxnMarker, TxnMarkerWriter
 from clusterplane import cluster_pb2 as pb
 from clusterplane.cluster_pb2_grpc import ReplicationServicer
 
 
 class ReplicationService(ReplicationServicer):
-    def __init__(self, replica_io: ReplicaIO, tracer: ReplicationTracer, now_ms: Callable[[], int]) -> None:
+    def __init__(self, replica_io: ReplicaIO, tracer: ReplicationTracer, now_ms: Callable[[], int],
+                 txn_markers: TxnMarkerWriter | None = None) -> None:
         self.replica_io = replica_io
+        self.txn_markers = txn_markers
         self.tracer = tracer
         self.now_ms = now_ms
         self._session_ids = itertools.count(1)
@@ -98,6 +103,21 @@ class ReplicationService(ReplicationServicer):
             answers.append(pb.EpochEndOffset(topic=p.topic, partition=p.partition, error_code=error.value,
                                              leader_epoch=epoch, end_offset=end_offset))
         return pb.OffsetsForLeaderEpochResponse(partitions=answers)
+
+
+    async def WriteTxnMarkers(self, request: pb.WriteTxnMarkersRequest, context) -> pb.WriteTxnMarkersResponse:
+        markers = [TxnMarker(producer_id=m.producer_id, producer_epoch=m.producer_epoch, commit=m.transaction_result,
+                             coordinator_epoch=m.coordinator_epoch,
+                             partitions=tuple((tp.topic, tp.partition) for tp in m.partitions))
+                   for m in request.markers]
+        future, respond = answer_once(asyncio.get_running_loop())
+        self.txn_markers.write(markers, int(time.time() * 1000), respond)
+        results = await future
+        return pb.WriteTxnMarkersResponse(markers=[
+            pb.TxnMarkerResult(producer_id=marker.producer_id, partitions=[
+                pb.TxnMarkerPartitionResult(topic=tp[0], partition=tp[1], error_code=error.value)
+                for tp, error in outcome.items()])
+            for marker, outcome in zip(markers, results, strict=True)])
 
 
 def session_request_of(request: pb.ReplicaFetchRequest) -> SessionRequest:

@@ -38,7 +38,15 @@ from kafka.protocol.consumer import (
     OffsetDeleteResponse,
 )
 from kafka.protocol.metadata import ApiVersionsResponse, MetadataRequest, MetadataResponse
-from kafka.protocol.producer import InitProducerIdResponse, ProduceRequest, ProduceResponse, WriteTxnMarkersResponse
+from kafka.protocol.producer import (
+    AddOffsetsToTxnResponse,
+    AddPartitionsToTxnResponse,
+    EndTxnResponse,
+    InitProducerIdResponse,
+    ProduceRequest,
+    ProduceResponse,
+    WriteTxnMarkersResponse,
+)
 from kafka.record import MemoryRecords
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
@@ -60,6 +68,7 @@ RESPONSES: dict[int, type[ApiMessage]] = {
     45: AlterPartitionReassignmentsResponse, 46: ListPartitionReassignmentsResponse,
     60: DescribeClusterResponse, 32: DescribeConfigsResponse, 33: AlterConfigsResponse,
     44: IncrementalAlterConfigsResponse, 27: WriteTxnMarkersResponse,
+    24: AddPartitionsToTxnResponse, 25: AddOffsetsToTxnResponse, 26: EndTxnResponse,
 }
 
 

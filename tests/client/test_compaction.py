@@ -72,7 +72,9 @@ def test_an_unknown_cleanup_policy_is_refused(cluster):
 
     with pytest.raises(KafkaException) as info:
         create(cluster, "badly-compacted", 1, 1, {"cleanup.policy": "shred"})
+    # the value's refusal as AlterConfigs words it, answered INVALID_CONFIG as Kafka's CreateTopics answers it
     assert info.value.args[0].name() == "INVALID_CONFIG"
+    assert "Invalid value shred for configuration cleanup.policy" in info.value.args[0].str()
 
 
 def test_a_min_compaction_lag_above_the_max_is_refused_at_create_and_alter(cluster):

@@ -10,6 +10,7 @@ from broker.group import records as rec
 from broker.group.coordinator import GroupConfig, GroupCoordinator, java_string_hash, partition_for
 from broker.group.manager import keys_and_values
 from broker.group.metadata import GroupState, JoinResult, OffsetAndMetadata
+from broker.group.replay import LoggedRecord, TxnMarker
 from broker.log.records import Record, build_batch
 
 GROUP = "orders-app"
@@ -22,24 +23,32 @@ class Store:
 
     def __init__(self) -> None:
         self.entries: list[tuple[int, bytes, bytes | None]] = []
+        # the log as a coordinator replaying it sees it: records with their batch's offset and producer, markers
+        self.log: list = []
         self.held: list = []
         self.hold = False
         self.error = ErrorCode.none
 
-    def append(self, partition, entries, done) -> None:
+    def append(self, partition, entries, done, producer=None) -> None:
         if self.error != ErrorCode.none:
             done(self.error)
             return
+        base_offset = len(self.log)
         self.entries += [(partition, key, value) for key, value in entries]
+        producer_id = -1 if producer is None else producer[0]
+        self.log += [LoggedRecord(key, value, base_offset, producer_id, producer is not None) for key, value in entries]
         if self.hold:
-            self.held.append(done)
+            self.held.append((done, base_offset))
         else:
-            done(ErrorCode.none)
+            done(ErrorCode.none, base_offset)
+
+    def marker(self, producer_id: int, committed: bool) -> None:
+        self.log.append(TxnMarker(producer_id, committed))
 
     def release(self) -> None:
         held, self.held = self.held, []
-        for done in held:
-            done(ErrorCode.none)
+        for done, base_offset in held:
+            done(ErrorCode.none, base_offset)
 
 
 class Harness:

@@ -15,6 +15,7 @@ from broker.log.cleaner.throttler import Throttler
 from broker.log.checkpoint import OffsetCheckpointFile
 from broker.log.records import GZIP
 from tests.log.cleaner_support import clean_once, open_log, produce, read_segments
+from traces.events import LogCleaned
 
 KEYS = [f"key-{i}".encode() for i in range(20)]
 
@@ -77,6 +78,10 @@ def test_cleaning_keeps_exactly_the_last_value_of_each_key_outside_the_active_se
     assert report is not None and report.end_offset == _active_base(log_)
     assert report.bytes_after < report.bytes_before and log_.size_in_bytes < before
     assert report.keys == len({k for k in KEYS if k in latest})
+    # the report is the trace's LogCleaned event, field for field
+    event = LogCleaned(**report.event_fields())
+    assert (event.topic, event.partition, event.end_offset, event.keys) == ("compacted", 0, report.end_offset,
+                                                                           report.keys)
     _check_compacted(log_, latest, tombstones_gone=False)
     checkpoint = OffsetCheckpointFile(tmp_path / CLEANER_OFFSET_CHECKPOINT).read()
     assert checkpoint == {("compacted", 0): report.end_offset}

@@ -4,11 +4,14 @@ from broker.clientplane.protocol.versions import SUPPORTED_VERSIONS, ApiKey, api
 
 # wire-compat.md section 0, "advertise" column plus the optional extras (ElectLeaders, DescribeLogDirs,
 # DeleteGroups, OffsetDelete, DescribeCluster, CreatePartitions, AlterConfigs, IncrementalAlterConfigs,
-# DeleteRecords, Alter/ListPartitionReassignments, AlterReplicaLogDirs: issue 19; WriteTxnMarkers: issue 20).
+# DeleteRecords, Alter/ListPartitionReassignments, AlterReplicaLogDirs: issue 19; WriteTxnMarkers, TxnOffsetCommit,
+# OffsetFetch v6-7 for require_stable, InitProducerId up to v4, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn: issue 20,
+# Kafka 2.8's ranges).
 RECOMMENDED = {
-    0: (0, 8), 1: (4, 11), 2: (1, 5), 3: (1, 8), 8: (2, 7), 9: (1, 5), 10: (0, 2), 11: (0, 5),
+    0: (0, 8), 1: (4, 11), 2: (1, 5), 3: (1, 8), 8: (2, 7), 9: (1, 7), 10: (0, 2), 11: (0, 5),
     12: (0, 3), 13: (0, 3), 14: (0, 3), 15: (0, 4), 16: (0, 2), 18: (0, 3), 19: (2, 4), 20: (1, 3),
-    21: (0, 2), 22: (0, 1), 23: (2, 3), 27: (0, 1), 32: (1, 3), 33: (0, 1), 34: (1, 2), 35: (1, 4), 37: (0, 3),
+    21: (0, 2), 22: (0, 4), 23: (2, 3), 24: (0, 3), 25: (0, 3), 26: (0, 3),
+    27: (0, 1), 28: (0, 3), 32: (1, 3), 33: (0, 1), 34: (1, 2), 35: (1, 4), 37: (0, 3),
     42: (0, 2),
     43: (0, 1), 44: (0, 1), 45: (0, 0), 46: (0, 0), 47: (0, 0), 60: (0, 2),
 }  # fmt: skip
@@ -75,9 +78,15 @@ def test_flexible_versions_are_advertised_only_for_api_versions_and_the_admin_ap
     # DescribeCluster exists only flexible (KIP-700); DeleteGroups v2, DeleteRecords v2, AlterReplicaLogDirs v2,
     # CreatePartitions v2-3 and DescribeLogDirs v2+ are what Kafka 2.8's admin clients (kafka-ui, kafka-log-dirs.sh,
     # kafka-delete-records.sh, kafka-reassign-partitions.sh) pick. Produce, Fetch and the group protocol stay
-    # non-flexible. WriteTxnMarkers v1 (Kafka 2.8's coordinators send it) is the only version kio decodes.
+    # non-flexible but OffsetFetch v6-7 (v7's require_stable, KIP-447). WriteTxnMarkers v1 (Kafka 2.8's coordinators
+    # send it) is the only version kio decodes; TxnOffsetCommit v3 carries the consumer's generation (KIP-447). The
+    # transaction APIs have Kafka 2.8's ranges, whose last versions are flexible (librdkafka sends them).
     flexible = sorted((key, version) for key, version in IMPLEMENTED if api_spec(key, version).flexible)
-    assert flexible == [(ApiKey.API_VERSIONS, 3), (ApiKey.DELETE_RECORDS, 2), (ApiKey.WRITE_TXN_MARKERS, 1),
+    assert flexible == [(ApiKey.OFFSET_FETCH, 6), (ApiKey.OFFSET_FETCH, 7),
+                        (ApiKey.API_VERSIONS, 3), (ApiKey.DELETE_RECORDS, 2), (ApiKey.INIT_PRODUCER_ID, 2),
+                        (ApiKey.INIT_PRODUCER_ID, 3), (ApiKey.INIT_PRODUCER_ID, 4), (ApiKey.ADD_PARTITIONS_TO_TXN, 3),
+                        (ApiKey.ADD_OFFSETS_TO_TXN, 3), (ApiKey.END_TXN, 3), (ApiKey.WRITE_TXN_MARKERS, 1),
+                        (ApiKey.TXN_OFFSET_COMMIT, 3),
                         (ApiKey.ALTER_REPLICA_LOG_DIRS, 2),
                         (ApiKey.DESCRIBE_LOG_DIRS, 2),
                         (ApiKey.DESCRIBE_LOG_DIRS, 3), (ApiKey.DESCRIBE_LOG_DIRS, 4), (ApiKey.CREATE_PARTITIONS, 2),
@@ -97,5 +106,8 @@ def test_first_flexible_version_is_just_above_the_advertised_range_for_all_but_t
         if key not in (ApiKey.API_VERSIONS, ApiKey.DESCRIBE_LOG_DIRS, ApiKey.DELETE_GROUPS, ApiKey.DESCRIBE_CLUSTER,
                        ApiKey.ALTER_REPLICA_LOG_DIRS,
                        ApiKey.INCREMENTAL_ALTER_CONFIGS, ApiKey.DELETE_RECORDS, ApiKey.ALTER_PARTITION_REASSIGNMENTS,
-                       ApiKey.LIST_PARTITION_REASSIGNMENTS, ApiKey.CREATE_PARTITIONS, ApiKey.WRITE_TXN_MARKERS):
+                       ApiKey.LIST_PARTITION_REASSIGNMENTS, ApiKey.CREATE_PARTITIONS, ApiKey.WRITE_TXN_MARKERS,
+                       ApiKey.OFFSET_FETCH, ApiKey.TXN_OFFSET_COMMIT,
+                       ApiKey.INIT_PRODUCER_ID, ApiKey.ADD_PARTITIONS_TO_TXN, ApiKey.ADD_OFFSETS_TO_TXN,
+                       ApiKey.END_TXN):
             assert supported.first_flexible_version == supported.max_version + 1, ApiKey(key).name

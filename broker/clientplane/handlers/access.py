@@ -14,6 +14,8 @@ from broker.log.log_manager import LogManager
 from broker.metadata_cache import MetadataCache
 from broker.producer_id_manager import ProducerIdManager
 from broker.replication.replica_manager import ReplicaIO
+from broker.replication.txn_markers import TxnMarkerWriter
+from broker.transaction.coordinator import TransactionCoordinator
 from controller.preferred_election import ElectionResult, ElectionType
 from controller.reassignment import Refused, ReplicaAssignment
 from zk.client import ZkClient
@@ -27,6 +29,7 @@ class ReplicaAccess:
     replica_io: ReplicaIO
     now_ms: Callable[[], int]
     on_produce_answered: Callable[[dict, int], None]  # (statuses by partition, acks): traced
+    txn_markers: TxnMarkerWriter  # WriteTxnMarkers: the leader's append of transaction markers
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,18 @@ class GroupAccess:
     metadata_cache: MetadataCache
     zk: ZkClient
     config: KafkaConfig
+
+
+@dataclass(frozen=True)
+class TxnAccess:
+    """The transaction coordinator's requests, InitProducerId (which claims producer ids) and FindCoordinator for
+    a transactional id (which may create __transaction_state)."""
+
+    coordinator: TransactionCoordinator
+    metadata_cache: MetadataCache
+    zk: ZkClient
+    config: KafkaConfig
+    producer_ids: ProducerIdManager
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
-"""CreateTopics, CreatePartitions, DeleteTopics (active controller only, as in Kafka's ZooKeeper mode), topic
-auto-creation and InitProducerId (the config APIs are in configs.py)."""
+"""CreateTopics, CreatePartitions, DeleteTopics (active controller only, as in Kafka's ZooKeeper mode) and topic
+auto-creation (the config APIs are in configs.py, InitProducerId in transactions.py)."""
 
 from __future__ import annotations
 
@@ -8,39 +8,29 @@ import logging
 import time
 
 from kio.schema.errors import ErrorCode
-from pydantic import ValidationError
 
 from broker.clientplane.handlers.access import AdminAccess
 from broker.clientplane.handlers.common import NO_THROTTLE, millis, response_module
 from broker.clientplane.protocol.build import build
 from broker.clientplane.protocol.messages import Request
 from broker.clientplane.protocol.versions import ApiKey
-from broker.log.config import topic_property_names
+from broker.dynamic_config import ConfigError, validate_topic_overrides
 from zk.admin import AdminError, add_partitions, create_topic, delete_topic
 
 log = logging.getLogger(__name__)
 
 USE_BROKER_DEFAULT = -1
-# Topic configs the controller reads; the log reads the rest (topic_property_names()).
-CONTROLLER_TOPIC_CONFIGS = frozenset({"unclean.leader.election.enable"})
 PROPAGATION_POLL_S = 0.05
 
 
-def check_topic_configs(admin: AdminAccess, configs: dict[str, str]) -> None:
-    known = topic_property_names() | CONTROLLER_TOPIC_CONFIGS
-    unknown = sorted(set(configs) - known)
-    if unknown:
-        raise AdminError(f"kafkasim does not know the topic config(s) {', '.join(unknown)}; "
-                         f"known: {', '.join(sorted(known))}", ErrorCode.invalid_config)
+def check_topic_configs(admin: AdminAccess, topic: str, configs: dict[str, str]) -> None:
+    """The topic's configs checked as AlterConfigs checks them (LogConfig.validate); CreateTopics answers every
+    refusal INVALID_CONFIG, a bad value too (Kafka's createTopics turns the ConfigException into an
+    InvalidConfigurationException, where AlterConfigs answers INVALID_REQUEST)."""
     try:
-        admin.log_defaults().with_overrides(
-            {k: v for k, v in configs.items() if k not in CONTROLLER_TOPIC_CONFIGS})
-    except ValidationError as exc:
-        error = exc.errors()[0]
-        if not error["loc"]:  # a rule across settings (min.compaction.lag.ms > max.compaction.lag.ms)
-            raise AdminError(str(error["ctx"]["error"]), ErrorCode.invalid_config) from None
-        raise AdminError(f"invalid value for {'.'.join(map(str, error['loc']))}: {error['msg']}",
-                         ErrorCode.invalid_config) from None
+        validate_topic_overrides(topic, configs, admin.log_defaults())
+    except ConfigError as exc:
+        raise AdminError(str(exc), ErrorCode.invalid_config) from None
 
 
 async def wait_for_metadata(admin: AdminAccess, topic: str, *, present: bool, timeout_ms: int,
@@ -81,7 +71,7 @@ async def handle_create_topics(admin: AdminAccess, request: Request):
         replication = admin.config.default_replication_factor if replication == USE_BROKER_DEFAULT else replication
         configs = {c.name: c.value for c in topic.configs}
         try:
-            check_topic_configs(admin, configs)
+            check_topic_configs(admin, topic.name, configs)
             await create_topic(admin.zk, topic.name, partitions, replication, configs, assignment=assignment,
                                validate_only=body.validate_only)
         except AdminError as exc:
@@ -163,15 +153,3 @@ async def auto_create_topic(admin: AdminAccess, name: str) -> ErrorCode:
     log.info("auto-created topic %s (%d partitions, replication factor %d)", name, admin.config.num_partitions,
              admin.config.default_replication_factor)
     return ErrorCode.leader_not_available
-
-
-async def handle_init_producer_id(admin: AdminAccess, request: Request):
-    module = response_module(ApiKey.INIT_PRODUCER_ID, request.header.api_version)
-    if request.body.transactional_id is not None:
-        log.warning("InitProducerId with transactional.id %r refused: kafkasim has no transactions",
-                    request.body.transactional_id)
-        return build(module.InitProducerIdResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.invalid_request,
-                     producer_id=-1, producer_epoch=-1)
-    producer_id = await admin.producer_ids.generate_producer_id()
-    return build(module.InitProducerIdResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.none,
-                 producer_id=producer_id, producer_epoch=0)

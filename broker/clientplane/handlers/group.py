@@ -1,5 +1,5 @@
 """Consumer group APIs: FindCoordinator (creating the internal __consumer_offsets topic on first use),
-JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, DescribeGroups and ListGroups,
+JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, TxnOffsetCommit, OffsetFetch, DescribeGroups and ListGroups,
 answered by the GroupCoordinator of the broker leading the group's __consumer_offsets partition."""
 
 from __future__ import annotations
@@ -189,12 +189,53 @@ async def handle_offset_commit(groups: GroupAccess, request: Request):
     return Delayed(future, finish)
 
 
+async def handle_txn_offset_commit(groups: GroupAccess, request: Request):
+    """TxnOffsetCommit (28): a transactional producer's offsets for a group, held pending by the coordinator until
+    the transaction's marker (Kafka's KafkaApis.handleTxnOffsetCommitRequest)."""
+    body = request.body
+    module = response_module(ApiKey.TXN_OFFSET_COMMIT, request.header.api_version)
+    now_wall = int(time.time() * 1000)
+    known = groups.metadata_cache.partitions
+    offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
+    refused: dict[tuple[str, int], ErrorCode] = {}
+    for topic in body.topics:
+        for p in topic.partitions:
+            tp = (topic.name, p.partition_index)
+            if tp not in known:
+                refused[tp] = ErrorCode.unknown_topic_or_partition
+                continue
+            offsets[tp] = OffsetAndMetadata(p.committed_offset, getattr(p, "committed_leader_epoch", -1),
+                                            p.committed_metadata or "", now_wall)
+    future, respond = answer_once(asyncio.get_running_loop())
+    if offsets:
+        groups.coordinator.handle_txn_commit_offsets(
+            body.group_id, body.producer_id, body.producer_epoch, getattr(body, "member_id", ""),
+            getattr(body, "group_instance_id", None), getattr(body, "generation_id", -1), offsets, respond)
+    else:
+        respond({})
+
+    def finish(results: dict[tuple[str, int], ErrorCode]):
+        results = {**results, **refused}
+        topics = tuple(
+            build(module.TxnOffsetCommitResponseTopic, name=topic.name, partitions=tuple(
+                build(module.TxnOffsetCommitResponsePartition, partition_index=p.partition_index,
+                      error_code=results.get((topic.name, p.partition_index), ErrorCode.none))
+                for p in topic.partitions))
+            for topic in body.topics)
+        return build(module.TxnOffsetCommitResponse, throttle_time=NO_THROTTLE, topics=topics)
+
+    if future.done():
+        return finish(future.result())
+    return Delayed(future, finish)
+
+
 async def handle_offset_fetch(groups: GroupAccess, request: Request):
     body = request.body
     version = request.header.api_version
     module = response_module(ApiKey.OFFSET_FETCH, version)
     wanted = None if body.topics is None else [(t.name, p) for t in body.topics for p in t.partition_indexes]
-    error, offsets = groups.coordinator.handle_fetch_offsets(body.group_id, wanted)
+    error, offsets = groups.coordinator.handle_fetch_offsets(body.group_id, wanted,
+                                                             getattr(body, "require_stable", False))
     if wanted is None:
         wanted = sorted(offsets)
     by_topic: dict[str, list] = {}
@@ -202,6 +243,8 @@ async def handle_offset_fetch(groups: GroupAccess, request: Request):
         found = offsets.get((topic, partition))
         # v1 has no top-level error: Kafka repeats it on every partition
         partition_error = error if version < 2 else ErrorCode.none
+        if isinstance(found, ErrorCode):  # UNSTABLE_OFFSET_COMMIT: no offset, the client retries
+            partition_error, found = found, None
         by_topic.setdefault(topic, []).append(build(
             module.OffsetFetchResponsePartition, partition_index=partition,
             committed_offset=found.offset if found else NO_OFFSET,

@@ -32,7 +32,11 @@ class ApiKey(enum.IntEnum):
     DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
+    ADD_PARTITIONS_TO_TXN = 24
+    ADD_OFFSETS_TO_TXN = 25
+    END_TXN = 26
     WRITE_TXN_MARKERS = 27
+    TXN_OFFSET_COMMIT = 28
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     ALTER_REPLICA_LOG_DIRS = 34
@@ -73,7 +77,8 @@ _RANGES = (
     # Metadata v0 reads an empty topic list as "all topics": starting at v1 avoids that trap.
     VersionRange(ApiKey.METADATA, 1, 8, 9),
     VersionRange(ApiKey.OFFSET_COMMIT, 2, 7, 8),
-    VersionRange(ApiKey.OFFSET_FETCH, 1, 5, 6),
+    # v7 (KIP-447) adds require_stable: UNSTABLE_OFFSET_COMMIT while a transactional commit is pending
+    VersionRange(ApiKey.OFFSET_FETCH, 1, 7, 6),
     VersionRange(ApiKey.FIND_COORDINATOR, 0, 2, 3),
     VersionRange(ApiKey.JOIN_GROUP, 0, 5, 6),
     VersionRange(ApiKey.HEARTBEAT, 0, 3, 4),
@@ -87,11 +92,18 @@ _RANGES = (
     VersionRange(ApiKey.DELETE_TOPICS, 1, 3, 4),
     # v1 only says the response may be throttled; v2 is flexible (what librdkafka and kafka-python 3 send)
     VersionRange(ApiKey.DELETE_RECORDS, 0, 2, 2),
-    # Mandatory: kafka-python 3 producers are idempotent by default and fail without it.
-    VersionRange(ApiKey.INIT_PRODUCER_ID, 0, 1, 2),
+    # Mandatory: kafka-python 3 producers are idempotent by default and fail without it. v3 carries the producer's
+    # id and epoch (KIP-360), v4 may answer PRODUCER_FENCED (Kafka 2.8's range).
+    VersionRange(ApiKey.INIT_PRODUCER_ID, 0, 4, 2),
+    # the transaction coordinator's APIs (Kafka 2.8's ranges); v2 may answer PRODUCER_FENCED, v3 is flexible
+    VersionRange(ApiKey.ADD_PARTITIONS_TO_TXN, 0, 3, 3),
+    VersionRange(ApiKey.ADD_OFFSETS_TO_TXN, 0, 3, 3),
+    VersionRange(ApiKey.END_TXN, 0, 3, 3),
     VersionRange(ApiKey.OFFSET_FOR_LEADER_EPOCH, 2, 3, 4),
     # the coordinator's markers to partition leaders (issue 20's log side); kio has no v0 schema, Kafka 2.8 has 0-1
     VersionRange(ApiKey.WRITE_TXN_MARKERS, 0, 1, 1, min_implemented_version=1),
+    # Kafka 2.8 has 0-3; v3 (KIP-447) carries the consumer's generation, member id and group.instance.id
+    VersionRange(ApiKey.TXN_OFFSET_COMMIT, 0, 3, 3),
     VersionRange(ApiKey.DESCRIBE_CONFIGS, 1, 3, 4),
     # v2 only moves to the flexible encoding
     VersionRange(ApiKey.ALTER_CONFIGS, 0, 1, 2),

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import field, make_dataclass
 from pathlib import Path
 
 from broker.log.checkpoint import OffsetCheckpointFile
@@ -27,6 +27,7 @@ from broker.log.errors import CorruptCheckpointError
 from broker.log.log import Log
 from broker.log.offset_index import OffsetIndex
 from broker.log.time_index import TimeIndex
+from traces.events import LogCleaned, TraceEvent
 
 log = logging.getLogger(__name__)
 
@@ -36,24 +37,21 @@ LONG_MAX = 2**63 - 1
 TopicPartition = tuple[str, int]
 
 
-@dataclass(frozen=True)
-class CleaningReport:
-    """One finished cleaning, for the trace and the log line."""
+def _own_fields(event_type: type[TraceEvent]) -> list[tuple[str, object]]:
+    """An event's fields past those every event has, in its order, with their types."""
+    return [(name, info.annotation) for name, info in event_type.model_fields.items()
+            if name not in TraceEvent.model_fields and name != "event"]
 
-    topic: str
-    partition: int
-    first_dirty_offset: int
-    end_offset: int
-    segments_before: int
-    segments_after: int
-    bytes_before: int
-    bytes_after: int
-    records_read: int
-    records_kept: int
-    keys: int
-    duration_ms: float
-    dirty_bytes: int
-    cleaner_pid: int = 0  # the process that did the work: a cleaner worker process, this one in tests
+
+def _event_fields(report) -> dict[str, object]:
+    """The report as the LogCleaned event's fields."""
+    return {name: getattr(report, name) for name, _ in _own_fields(LogCleaned)}
+
+
+# One finished cleaning, for the trace and the log line: the LogCleaned event's fields (traces/events.py holds their
+# one list), and the process that did the work (a cleaner worker process, this one in tests).
+CleaningReport = make_dataclass("CleaningReport", [*_own_fields(LogCleaned), ("cleaner_pid", int, field(default=0))],
+                                frozen=True, namespace={"event_fields": _event_fields})
 
 
 def segment_facts(log_: Log, *, with_timestamps: bool) -> list[SegmentFacts]:

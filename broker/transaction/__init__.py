@@ -1,0 +1,1 @@
+"""The transaction coordinator (Kafka's kafka.coordinator.transaction): transactional ids on __transaction_state."""

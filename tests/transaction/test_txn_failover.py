@@ -1,0 +1,250 @@
+"""Transactions across broker failures on a real 3-broker cluster, with confluent-kafka's transactional producer
+and read_committed consumers (issue 20; test_transactions_cluster.py has the kills of an open transaction's
+coordinator and partition leader):
+
+- the coordinator is killed right after the commit was acknowledged (PrepareCommit durable) while a data leader
+  is frozen, so markers are still owed: the new coordinator finishes them;
+- consume-transform-produce with the consumer's offsets committed in the transaction stays exactly-once across a
+  kill -9 of the transaction's coordinator;
+- an abort leaves Kafka's .txnindex entry on every replica, read here from the bytes, and it survives a kill -9."""
+
+from __future__ import annotations
+
+import signal
+import struct
+import time
+import uuid
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+from broker.group.coordinator import partition_for
+from cluster.disk import broker_log_dir
+from tests.client.support import bootstrap, leader_of
+from tests.cluster.test_controller import make_topic
+from tests.harness import RunningCluster, module_cluster, wait_until
+from tests.transaction.test_transactions_cluster import coordinator_of, transactional_producer
+
+pytestmark = [pytest.mark.processes, pytest.mark.slow]
+
+cluster = module_cluster("txn-failover")
+
+TXN_STATE = "__transaction_state"
+
+
+def txn_producer(cluster: RunningCluster, transactional_id: str) -> Producer:
+    return transactional_producer(cluster, transactional_id, **{"transaction.timeout.ms": 60_000})
+
+
+def transactional_id_coordinated_by_none_of(cluster: RunningCluster, avoid: set[int]) -> str:
+    """A fresh transactional id whose coordinator is not in ``avoid`` (the partition is fixed by the id's hash)."""
+    partitions = len(cluster.state([TXN_STATE]).partitions)
+    for _ in range(1000):
+        candidate = f"txn-{uuid.uuid4().hex[:8]}"
+        if leader_of(cluster, TXN_STATE, partition_for(candidate, partitions)) not in avoid:
+            return candidate
+    raise AssertionError(f"no transactional id is coordinated outside {avoid}")
+
+
+def read_committed(cluster: RunningCluster, topic: str, partitions: list[int], *, isolation: str = "read_committed",
+                   settle_s: float = 3.0, timeout_s: float = 60) -> dict[int, list[bytes]]:
+    """Every value a consumer with ``isolation`` reads from offset 0, read until it has seen each partition's end
+    (the LSO for read_committed) and nothing new came for ``settle_s``."""
+    consumer = Consumer({"bootstrap.servers": bootstrap(cluster), "group.id": f"reader-{uuid.uuid4().hex[:6]}",
+                         "enable.auto.commit": False, "isolation.level": isolation, "enable.partition.eof": True,
+                         "fetch.wait.max.ms": 100})
+    got: dict[int, list[bytes]] = {p: [] for p in partitions}
+    try:
+        consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
+        deadline = time.monotonic() + timeout_s
+        at_end: set[int] = set()
+        quiet_since = time.monotonic()
+        while time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            if message is None:
+                if len(at_end) == len(partitions) and time.monotonic() - quiet_since > settle_s:
+                    break
+                continue
+            if message.error() is not None:
+                if message.error().code() == KafkaError._PARTITION_EOF:
+                    at_end.add(message.partition())
+                continue
+            at_end.discard(message.partition())
+            quiet_since = time.monotonic()
+            got[message.partition()].append(message.value())
+    finally:
+        consumer.close()
+    return got
+
+
+def values(prefix: str, count: int) -> list[bytes]:
+    return [f"{prefix}-{i}".encode() for i in range(count)]
+
+
+def test_markers_owed_when_the_coordinator_dies_are_written_by_the_next_one(cluster):
+    topic = "txn-markers-owed"
+    make_topic(cluster, topic, 1, 3)
+    data_leader = leader_of(cluster, topic, 0)
+    warmup = txn_producer(cluster, "txn-warmup-2")
+    warmup.begin_transaction()
+    warmup.commit_transaction(30)
+    transactional_id = transactional_id_coordinated_by_none_of(cluster, {data_leader})
+    producer = txn_producer(cluster, transactional_id)
+    coordinator = coordinator_of(cluster, transactional_id)
+    producer.begin_transaction()
+    sent = values("owed", 20)
+    for value in sent:
+        producer.produce(topic, value=value, partition=0)
+    assert producer.flush(30) == 0
+    cluster.signal(data_leader, signal.SIGSTOP)  # the marker for this partition cannot be written now
+    try:
+        producer.commit_transaction(90)  # answered once PrepareCommit is durable
+        cluster.kill9(coordinator)
+    finally:
+        cluster.signal(data_leader, signal.SIGCONT)
+    try:
+        assert read_committed(cluster, topic, [0], timeout_s=90) == {0: sent}
+    finally:
+        cluster.start(coordinator)
+        wait_until(lambda: all(p.leader >= 0 and len(p.isr) == 3 for p in cluster.state([topic]).partitions),
+                   60, f"{topic} to have its replicas back")
+
+
+def committed_everything(consumer: Consumer, source: str, ends: dict[int, int]) -> bool:
+    try:
+        committed = consumer.committed([TopicPartition(source, p) for p in ends], timeout=10)
+    except KafkaException:
+        return False  # the group's coordinator is moving
+    return all(tp.offset == ends[tp.partition] for tp in committed)
+
+
+def transform(cluster: RunningCluster, source: str, sink: str, group: str, transactional_id: str, total: int,
+              ends: dict[int, int], kill_after_transactions: int, victims: list[int]) -> int:
+    """Consume ``source`` and produce each value as "t:<value>" to ``sink``, committing the consumer's offsets in
+    each transaction, until ``total`` inputs are committed; kill -9 ``victims`` after a number of transactions.
+    A fatal error (fenced) makes a new producer; an abortable one aborts and rewinds to the committed offsets."""
+    consumer = Consumer({"bootstrap.servers": bootstrap(cluster), "group.id": group, "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest", "isolation.level": "read_committed",
+                         "session.timeout.ms": 10_000})
+    consumer.subscribe([source])
+    producer = txn_producer(cluster, transactional_id)
+    committed_inputs = 0
+    transactions = 0
+    deadline = time.monotonic() + 240
+    try:
+        while committed_inputs < total and time.monotonic() < deadline:
+            messages = [m for m in consumer.consume(20, timeout=1.0) if m.error() is None]
+            if not messages:
+                if committed_everything(consumer, source, ends):
+                    break  # a commit whose answer was lost still counts: the group's offsets say what is done
+                continue
+            try:
+                producer.begin_transaction()
+                for message in messages:
+                    producer.produce(sink, value=b"t:" + message.value(), partition=message.partition())
+                producer.send_offsets_to_transaction(consumer.position(consumer.assignment()),
+                                                     consumer.consumer_group_metadata(), 60)
+                producer.commit_transaction(90)
+            except KafkaException as exc:
+                error = exc.args[0]
+                if error.txn_requires_abort():
+                    producer.abort_transaction(60)
+                elif error.fatal():
+                    producer = txn_producer(cluster, transactional_id)
+                elif not error.retriable():
+                    raise
+                rewind(consumer)
+                continue
+            committed_inputs += len(messages)
+            transactions += 1
+            if transactions == kill_after_transactions:
+                for victim in victims:
+                    cluster.kill9(victim)
+    finally:
+        consumer.close()
+    return committed_inputs
+
+
+def rewind(consumer: Consumer) -> None:
+    assignment = consumer.assignment()
+    for tp in consumer.committed(assignment, timeout=30):
+        consumer.seek(TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else 0))
+
+
+def test_consume_transform_produce_is_exactly_once_across_a_coordinator_kill9(cluster):
+    source, sink, group = "ctp-in", "ctp-out", "ctp-group"
+    make_topic(cluster, source, 2, 3)
+    make_topic(cluster, sink, 2, 3)
+    inputs = {p: values(f"in{p}", 150) for p in (0, 1)}
+    feeder = Producer({"bootstrap.servers": bootstrap(cluster), "enable.idempotence": True, "acks": "all"})
+    for partition, batch in inputs.items():
+        for value in batch:
+            feeder.produce(source, value=value, partition=partition)
+    assert feeder.flush(30) == 0
+    warmup = txn_producer(cluster, "txn-warmup-4")
+    warmup.begin_transaction()
+    warmup.commit_transaction(30)
+    transactional_id = transactional_id_coordinated_by_none_of(cluster, set())
+    victim = coordinator_of(cluster, transactional_id)
+    try:
+        transform(cluster, source, sink, group, transactional_id, total=300, ends={0: 150, 1: 150},
+                  kill_after_transactions=3, victims=[victim])
+        output = read_committed(cluster, sink, [0, 1])
+        for partition in (0, 1):
+            expected = [b"t:" + v for v in inputs[partition]]
+            assert output[partition] == expected, (
+                f"partition {partition}: {len(output[partition])} outputs for {len(expected)} inputs, "
+                f"missing {sorted(set(expected) - set(output[partition]))[:5]}, duplicated "
+                f"{[v for v in set(output[partition]) if output[partition].count(v) > 1][:5]}")
+    finally:
+        if cluster.pid(victim) is None:
+            cluster.start(victim)
+
+
+TXN_ENTRY = struct.Struct(">hqqqq")  # version, producerId, firstOffset, lastOffset, lastStableOffset: 34 bytes
+
+
+def txn_index_entries(cluster: RunningCluster, broker_id: int, topic: str, partition: int) -> list[tuple]:
+    """Kafka's .txnindex entries of one replica, parsed here from the bytes (not through kafkasim's reader)."""
+    directory = broker_log_dir(cluster.spec, broker_id, cluster.layout) / f"{topic}-{partition}"
+    entries = []
+    for path in sorted(directory.glob("*.txnindex")):
+        data = path.read_bytes()
+        assert len(data) % TXN_ENTRY.size == 0, f"{path} is {len(data)} bytes, not whole 34-byte entries"
+        entries += [TXN_ENTRY.unpack_from(data, at) for at in range(0, len(data), TXN_ENTRY.size)]
+    return entries
+
+
+def test_an_abort_leaves_kafkas_txnindex_entry_on_every_replica_and_it_survives_a_kill9(cluster):
+    topic = "txn-index"
+    make_topic(cluster, topic, 1, 3)
+    producer = txn_producer(cluster, "txn-index-writer")
+    producer.begin_transaction()
+    for value in values("gone", 10):
+        producer.produce(topic, value=value, partition=0)
+    assert producer.flush(30) == 0
+    producer.abort_transaction(30)
+    producer.begin_transaction()
+    for value in values("kept", 5):
+        producer.produce(topic, value=value, partition=0)
+    producer.commit_transaction(30)
+
+    def on_every_replica() -> dict[int, list[tuple]] | None:
+        found = {b: txn_index_entries(cluster, b, topic, 0) for b in (1, 2, 3)}
+        return found if all(found.values()) else None
+
+    entries = wait_until(on_every_replica, 30, "every replica's .txnindex")
+    [(version, producer_id, first, last, last_stable)] = entries[1]
+    # the ten aborted values at offsets 0-9, their ABORT marker at 10, no other transaction open: LSO = marker + 1
+    assert (version, first, last, last_stable) == (0, 0, 10, 11) and producer_id >= 0
+    assert entries[2] == entries[3] == entries[1]
+
+    leader = leader_of(cluster, topic, 0)
+    cluster.kill9(leader)
+    try:
+        wait_until(lambda: leader_of(cluster, topic, 0) not in (-1, leader), 30, "a new leader")
+        assert read_committed(cluster, topic, [0]) == {0: values("kept", 5)}
+    finally:
+        cluster.start(leader)
+    wait_until(lambda: len(cluster.state([topic]).partition(topic, 0).isr) == 3, 60, "the restarted replica in the ISR")
+    assert txn_index_entries(cluster, leader, topic, 0) == entries[1]
