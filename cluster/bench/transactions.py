@@ -5,8 +5,10 @@
     acks=all), timed until the last acknowledgement — the same producer without transactions;
 (b) transactional: the same records in transactions of ``--records`` each (begin_transaction, produce,
     flush, commit_transaction), timed from the first begin to the last commit; and every commit_transaction()
-    on its own: after the flush it is the EndTxn round trip, in which the coordinator writes PrepareCommit,
-    has every partition leader append its COMMIT marker (WriteTxnMarkers, acks=all) and writes CompleteCommit.
+    on its own: after the flush it is the EndTxn round trip, answered once PrepareCommit is replicated in
+    __transaction_state (as Kafka does). The markers and CompleteCommit follow; until they are written the next
+    transaction's AddPartitionsToTxn is answered CONCURRENT_TRANSACTIONS and librdkafka retries it, which the
+    throughput of (b) includes.
 
 Each phase has a deadline; one that cannot finish stops the run with what it got that far.
 """
