@@ -44,7 +44,8 @@ def _numbered_states(events: DataFrame) -> DataFrame:
 def transaction_steps(events: DataFrame) -> DataFrame:
     """One row per step of every transaction, in time order: begin (the first Ongoing), partitions added (a
     later Ongoing naming new partitions), end requested (Prepare*, with the reason: EndTxn, a timeout, a
-    fence), one marker per partition (its leader, the marker's offset and type) and complete (Complete*)."""
+    fence), one marker per partition (its leader, the marker's offset and type) and complete (Complete*).
+    Every Ongoing names at least one partition (AddOffsetsToTxn adds the group's ``__consumer_offsets`` one)."""
     states = _numbered_states(events).where(F.col("txn") > 0)
     window = Window.partitionBy(*TXN).orderBy("ts_ms")
     ongoing = (states.where(F.col("new_state") == "Ongoing")
@@ -56,19 +57,12 @@ def transaction_steps(events: DataFrame) -> DataFrame:
                        F.when(F.col("before").isNull(), F.lit(BEGIN)).otherwise(F.lit(ADDED)).alias("step"),
                        F.col("new_state").alias("state"), F.col("added").alias("partitions"),
                        F.col("coordinator").alias("broker"), "reason"))
-    # a transaction begun by AddOffsetsToTxn alone (no partitions yet) still has its begin
-    first = (states.where(F.col("new_state") == "Ongoing")
-             .withColumn("rank", F.row_number().over(window)).where(F.col("rank") == 1)
-             .where(F.size("txn_partitions") == 0)
-             .select(*TXN, "producer_id", "producer_epoch", "ts_ms", F.lit(BEGIN).alias("step"),
-                     F.col("new_state").alias("state"), F.col("txn_partitions").alias("partitions"),
-                     F.col("coordinator").alias("broker"), "reason"))
     ends = (states.where(F.col("new_state").isin(*PREPARED, *COMPLETED))
             .select(*TXN, "producer_id", "producer_epoch", "ts_ms",
                     F.when(F.col("new_state").isin(*PREPARED), F.lit(END_REQUESTED)).otherwise(F.lit(COMPLETE))
                     .alias("step"), F.col("new_state").alias("state"), F.col("txn_partitions").alias("partitions"),
                     F.col("coordinator").alias("broker"), "reason"))
-    steps = ongoing.unionByName(first).unionByName(ends)
+    steps = ongoing.unionByName(ends)
     return steps.unionByName(_marker_steps(events, states)).orderBy(*TXN, "ts_ms")
 
 
