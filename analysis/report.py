@@ -192,7 +192,8 @@ def transaction_lines(result: RunAnalysis) -> list[str]:
     outcomes = ", ".join(f"{outcome} {n}" for outcome, n in txns.outcome.value_counts().sort_index().items())
     lines = [f"transactions: {len(txns)} ({outcomes}), markers written: {int(txns.markers.sum())}"]
     for column, name in (("ongoing_ms", "begin → end requested"), ("completion_ms", "end requested → complete"),
-                         ("total_ms", "begin → complete")):
+                         ("total_ms", "begin → complete"),
+                         ("after_previous_ms", "previous transaction of the id complete → begin")):
         values = txns[column].dropna()
         if len(values):
             lines.append(f"  {name}: median {_ms(values.median())}, p99 {_ms(values.quantile(0.99))}, "

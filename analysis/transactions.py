@@ -22,7 +22,7 @@ LSO_EVENTS = ("last_stable_offset_changed",)
 STEP_COLUMNS = [*TXN, "producer_id", "producer_epoch", "ts_ms", "step", "state", "partitions", "broker", "reason"]
 SUMMARY_COLUMNS = [*TXN, "producer_id", "producer_epoch", "begin_ms", "end_requested_ms", "last_marker_ms",
                    "complete_ms", "end_reason", "partitions", "markers", "marker_offsets", "outcome", "ongoing_ms",
-                   "markers_ms", "completion_ms", "total_ms"]
+                   "markers_ms", "completion_ms", "total_ms", "after_previous_ms"]
 LSO_LAG_COLUMNS = [*TP, "leader", "ts_ms", "reported", "high_watermark", "last_stable_offset", "lag_offsets"]
 LSO_SUMMARY_COLUMNS = [*TP, "samples", "lag_offsets_max", "lag_offsets_p50", "held_ms"]
 BEGIN, ADDED, END_REQUESTED, MARKER, COMPLETE = "begin", "partitions added", "end requested", "marker", "complete"
@@ -94,8 +94,10 @@ def _marker_steps(events: DataFrame, states: DataFrame) -> DataFrame:
 def transaction_summary(events: DataFrame, steps: DataFrame | None = None) -> DataFrame:
     """One row per transaction: its times and the durations between them — ``ongoing_ms`` (begin → end
     requested), ``markers_ms`` (end requested → last marker), ``completion_ms`` (end requested → complete),
-    ``total_ms`` (begin → complete) — with its outcome, partitions and markers (partition@leader:offset). A
-    transaction still open at the end of the trace has null for what it did not reach."""
+    ``total_ms`` (begin → complete), ``after_previous_ms`` (the id's previous transaction complete → this begin:
+    the producer's own time, and its AddPartitionsToTxn answered CONCURRENT_TRANSACTIONS until that completion)
+    — with its outcome, partitions and markers (partition@leader:offset). A transaction still open at the end of
+    the trace has null for what it did not reach."""
     steps = steps if steps is not None else transaction_steps(events)
 
     def first(step: str, column: str = "ts_ms"):
@@ -125,6 +127,8 @@ def transaction_summary(events: DataFrame, steps: DataFrame | None = None) -> Da
             .withColumn("markers_ms", F.col("last_marker_ms") - F.col("end_requested_ms"))
             .withColumn("completion_ms", F.col("complete_ms") - F.col("end_requested_ms"))
             .withColumn("total_ms", F.col("complete_ms") - F.col("begin_ms"))
+            .withColumn("after_previous_ms", F.col("begin_ms") - F.lag("complete_ms").over(
+                Window.partitionBy("transactional_id").orderBy("txn")))
             .drop("end_state", "final_state")
             .orderBy("begin_ms", *TXN))
 

@@ -93,6 +93,7 @@ def test_each_transaction_gets_its_steps_markers_and_durations(spark, tmp_path: 
     assert (aborted.outcome, aborted.end_reason, list(aborted.marker_offsets)) == \
         ("abort", "timed out", ["orders-0@2:9"])
     assert (aborted.ongoing_ms, aborted.markers_ms, aborted.completion_ms, aborted.total_ms) == (300, 10, 20, 320)
+    assert (committed.after_previous_ms, aborted.after_previous_ms) == (None, 850)  # 2000 - the first's 1150
     assert (still_open.outcome, still_open.begin_ms, still_open.markers, still_open.total_ms) == \
         ("open", 2500, 0, None)
 
