@@ -25,7 +25,7 @@ def run_analyze(run_dir: Path, out: Path | None = None, master: str | None = Non
     result = analyze_run(spark, run_dir, history, include_internal)
     written = write_figures(result, out)
     for name in ("timeline", "failovers", "isr_counts", "out_of_isr", "under_replicated", "follower_lag_summary",
-                 "truncations", "shown_partitions", "faults"):
+                 "truncations", "shown_partitions", "faults", "transactions", "lso_lag_summary"):
         path = out / f"{name}.csv"
         getattr(result, name).to_csv(path, index=False)
         written.append(path)

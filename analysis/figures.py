@@ -1,6 +1,6 @@
-"""The figures of a run: partition timelines with leader changes marked, follower lag histograms, and
-failover phase bars. Each function draws on a new matplotlib figure and returns it; ``write_figures``
-saves them as PNG files."""
+"""The figures of a run: partition timelines with leader changes marked, follower lag histograms, failover
+phase bars, and transactions with the LSO's lag behind the HW. Each function draws on a new matplotlib figure
+and returns it; ``write_figures`` saves them as PNG files."""
 
 from __future__ import annotations
 
@@ -142,7 +142,55 @@ def failover_figure(result: RunAnalysis) -> Figure:
     return fig
 
 
-FIGURES = {"timeline.png": timeline_figure, "follower_lag.png": lag_figure, "failover_phases.png": failover_figure}
+# at most this many transactions drawn (the first ones of the run), and partitions in the LSO figure
+SHOWN_TRANSACTIONS = 30
+SHOWN_PARTITIONS_LSO = 8
+TXN_PHASES = [("ongoing_ms", "begin → end requested (Ongoing)"),
+              ("completion_ms", "end requested → complete (markers written)")]
+
+
+def transactions_figure(result: RunAnalysis) -> Figure:
+    """Left: each transaction as a bar from its begin, Ongoing then Prepare* until Complete*, with a tick per
+    marker written. Right: the LSO's lag behind the HW per partition over time (0 while it follows the HW)."""
+    txns = result.transactions
+    lag = result.lso_lag
+    fig, (bars, lags) = plt.subplots(1, 2, figsize=(14, 2.5 + 0.25 * min(SHOWN_TRANSACTIONS, max(1, len(txns)))))
+    if txns.empty:
+        bars.text(0.5, 0.5, "no transactions traced", ha="center")
+    else:
+        shown = txns.dropna(subset=["begin_ms"]).head(SHOWN_TRANSACTIONS).reset_index(drop=True)
+        origin = shown.begin_ms.min()
+        labels = [f"{r.transactional_id} #{r.txn} ({r.outcome})" for r in shown.itertuples()]
+        left = (shown.begin_ms - origin) / 1000
+        for column, name in TXN_PHASES:
+            widths = shown[column].fillna(0.0) / 1000
+            bars.barh(labels, widths, left=left, label=name)
+            left = left + widths
+        for row, txn in shown.iterrows():
+            if not pd.isna(txn.last_marker_ms):
+                bars.plot([(txn.last_marker_ms - origin) / 1000], [row], marker="|", color="black", markersize=10)
+        bars.invert_yaxis()
+        bars.set_xlabel("seconds since the first transaction began (| last marker)")
+        bars.legend(fontsize=7, loc="lower right")
+    bars.set_title("transactions: begin, end requested, complete")
+    if lag.empty:
+        lags.text(0.5, 0.5, "no LSO held behind a high watermark", ha="center")
+    else:
+        origin = lag.ts_ms.min()
+        for (topic, partition), series in list(lag.groupby(["topic", "partition"]))[:SHOWN_PARTITIONS_LSO]:
+            series = series.sort_values(["ts_ms", "reported"])
+            lags.step(_seconds(series.ts_ms, origin), series.lag_offsets, where="post", linewidth=1,
+                      label=f"{topic}-{partition}")
+        lags.legend(fontsize=7, loc="upper right")
+        lags.set_xlabel("seconds")
+        lags.set_ylabel("offsets")
+    lags.set_title("LSO lag behind the HW (HW - LSO), per partition")
+    fig.tight_layout()
+    return fig
+
+
+FIGURES = {"timeline.png": timeline_figure, "follower_lag.png": lag_figure, "failover_phases.png": failover_figure,
+           "transactions.png": transactions_figure}
 
 
 def write_figures(result: RunAnalysis, out: Path) -> list[Path]:

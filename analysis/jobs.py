@@ -20,7 +20,10 @@ COLUMNS = ["schema_version", "event", "ts_ms", "broker_id", "topic", "partition"
            "leader_epoch", "isr", "election", "previous_leader", "replicas", "new_isr", "kind", "reason", "lags",
            "role", "log_end_offset", "high_watermark", "replica", "leader_log_end_offset", "in_isr", "coalesced",
            "lag_ms", "action", "expired_broker", "error", "rule", "from_offset", "to_offset", "bytes_dropped",
-           "dropped_total", "target"]
+           "dropped_total", "target",
+           # transactions (analysis/transactions.py)
+           "transactional_id", "producer_id", "producer_epoch", "old_state", "new_state", "txn_partitions",
+           "coordinator_epoch", "marker", "offset", "last_stable_offset", "open_transactions"]
 LONG_ARRAY = "array<bigint>"
 # FaultInjected actions that do not take a broker away
 NOT_A_DEATH = ("start", "sigcont", "cont", "resume", "connect", "disk-free")

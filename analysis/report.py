@@ -9,9 +9,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
 from analysis import jobs
+from analysis import transactions as txn_jobs
 from analysis.focus import focus_partitions
 from analysis.load import check_schema_versions, load_events, load_final_logs, load_history
 
@@ -20,6 +21,7 @@ LAG_SAMPLE_ROWS = 100_000
 # the partitions the timeline figure draws (with their LEO/HW lines), and at most this many points
 SHOWN_PARTITIONS = 6
 OFFSET_SAMPLE_ROWS = 100_000
+TRANSACTION_STEP_ROWS = 100_000
 
 
 @dataclass
@@ -48,6 +50,12 @@ class RunAnalysis:
     include_internal: bool = False   # whether internal topics may appear in the figures
     faults: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=["ts_ms", "action", "target",
                                                                               "broker_id"]))
+    # transactions (analysis/transactions.py): one row per transaction, and the LSO behind the HW
+    transactions: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=txn_jobs.SUMMARY_COLUMNS))
+    transaction_steps: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=txn_jobs.STEP_COLUMNS))
+    lso_lag: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=txn_jobs.LSO_LAG_COLUMNS))
+    lso_lag_summary: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(
+        columns=txn_jobs.LSO_SUMMARY_COLUMNS))
 
 
 def analyze_run(spark: SparkSession, run_dir: Path, history: list[Path] | None = None,
@@ -81,6 +89,7 @@ def analyze_run(spark: SparkSession, run_dir: Path, history: list[Path] | None =
                             "left_semi")
                if len(shown) else offsets.limit(0))
     event_counts = events.groupBy("event").count().orderBy("event").toPandas()
+    traced = set(event_counts["event"])
     result = RunAnalysis(
         run_dir=run_dir,
         events=int(event_counts["count"].sum()),
@@ -105,12 +114,30 @@ def analyze_run(spark: SparkSession, run_dir: Path, history: list[Path] | None =
         shown_partitions=shown,
         include_internal=include_internal,
         faults=jobs.injected_faults(events).toPandas(),
+        **transaction_tables(events, traced, end_ms),
     )
     if not result.version_gaps.empty:
         result.notes.append(f"{len(result.version_gaps)} partition state writes are missing from the traces")
     events.unpersist()
     timeline.unpersist()
     return result
+
+
+def transaction_tables(events: DataFrame, traced: set[str], end_ms: float) -> dict[str, pd.DataFrame]:
+    """The transaction jobs' tables, for a run that traced transactions (the others keep RunAnalysis' empty ones,
+    without a Spark job)."""
+    tables: dict[str, pd.DataFrame] = {}
+    if traced & set(txn_jobs.TRANSACTION_EVENTS):
+        steps = txn_jobs.transaction_steps(events).cache()
+        tables["transactions"] = txn_jobs.transaction_summary(events, steps).toPandas()
+        tables["transaction_steps"] = steps.limit(TRANSACTION_STEP_ROWS).toPandas()
+        steps.unpersist()
+    if traced & set(txn_jobs.LSO_EVENTS):
+        lag = txn_jobs.lso_lag(events).cache()
+        tables["lso_lag"] = lag.limit(OFFSET_SAMPLE_ROWS).toPandas()
+        tables["lso_lag_summary"] = txn_jobs.lso_lag_summary(lag, end_ms).toPandas()
+        lag.unpersist()
+    return tables
 
 
 def summary_text(result: RunAnalysis) -> str:
@@ -145,6 +172,7 @@ def summary_text(result: RunAnalysis) -> str:
     lines.append(f"truncations: {len(result.truncations)}, records removed "
                  f"{int(result.truncations['records_removed'].sum()) if len(result.truncations) else 0}, "
                  f"bytes removed {int(result.truncations['bytes_dropped'].sum()) if len(result.truncations) else 0}")
+    lines.extend(transaction_lines(result))
     if result.missing_writes is not None:
         missing = result.missing_writes
         lines.append(f"acknowledged writes: {result.acknowledged_writes}, missing from the final logs: {len(missing)}")
@@ -153,6 +181,30 @@ def summary_text(result: RunAnalysis) -> str:
                          f"(now there: {row.now_at_offset!r})")
     lines.extend(f"note: {note}" for note in result.notes)
     return "\n".join(lines) + "\n"
+
+
+def transaction_lines(result: RunAnalysis) -> list[str]:
+    """Nothing for a run without transactions; else the outcomes, the durations' medians and worst, the markers
+    and the partitions whose LSO a transaction held behind the HW."""
+    txns = result.transactions
+    if txns.empty:
+        return []
+    outcomes = ", ".join(f"{outcome} {n}" for outcome, n in txns.outcome.value_counts().sort_index().items())
+    lines = [f"transactions: {len(txns)} ({outcomes}), markers written: {int(txns.markers.sum())}"]
+    for column, name in (("ongoing_ms", "begin → end requested"), ("completion_ms", "end requested → complete"),
+                         ("total_ms", "begin → complete"),
+                         ("after_previous_ms", "previous transaction of the id complete → begin")):
+        values = txns[column].dropna()
+        if len(values):
+            lines.append(f"  {name}: median {_ms(values.median())}, p99 {_ms(values.quantile(0.99))}, "
+                         f"max {_ms(values.max())}")
+    held = result.lso_lag_summary
+    held = held[held.lag_offsets_max > 0] if not held.empty else held
+    if not held.empty:
+        worst = held.sort_values("lag_offsets_max", ascending=False).iloc[0]
+        lines.append(f"LSO held behind the HW: {len(held)} partitions, {_ms(held.held_ms.sum())} in all; largest lag "
+                     f"{int(worst.lag_offsets_max)} offsets ({worst.topic}-{worst.partition})")
+    return lines
 
 
 def _ms(value: float | None) -> str:

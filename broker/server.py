@@ -126,6 +126,8 @@ class KafkaServer:
             partition, "leader" if partition.is_leader else "follower")
         self.replica_io.on_follower_fetch = self.replication_tracer.follower_fetched
         self.replica_io.on_delayed_finished = self.replication_tracer.delayed_finished
+        self.replica_io.on_txn_marker = self.replication_tracer.txn_marker_written
+        self.replica_io.on_last_stable_offset = self.replication_tracer.last_stable_offset_changed
         self.replica_io.on_log_start_moved = lambda partition: self._log_start_moved(partition, "leader")
         self.fetcher_manager = ReplicaFetcherManager(
             FetcherSettings(broker_id=config.broker_id, max_wait_ms=config.replica_fetch_wait_max_ms,

@@ -16,6 +16,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +36,8 @@ def rotated_files(path: Path) -> list[Path]:
 class TraceWriter:
     def __init__(self, path: Path, broker_id: int, capacity: int = 65536, *, enabled: bool = True,
                  max_file_bytes: int = DEFAULT_MAX_FILE_BYTES, backups: int = DEFAULT_BACKUPS,
-                 linger_s: float = 0.01) -> None:
+                 linger_s: float = 0.01, clock: Callable[[], float] = time.time) -> None:
+        """``clock``: the wall clock in seconds the events' ``ts_ms`` come from (a replay or a test gives its own)."""
         if max_file_bytes <= 0 or backups < 0 or capacity <= 0:
             raise ValueError("trace files need max_file_bytes > 0, backups >= 0 and capacity > 0")
         self.path = path
@@ -45,6 +47,7 @@ class TraceWriter:
         self.max_file_bytes = max_file_bytes
         self.backups = backups
         self.linger_s = linger_s
+        self.clock = clock
         self.dropped = 0
         self.written = 0
         self.controller_epoch: int | None = None   # filled in by whoever knows it
@@ -68,7 +71,7 @@ class TraceWriter:
             return None
         fields.setdefault("broker_id", self.broker_id)
         fields.setdefault("controller_epoch", self.controller_epoch)
-        event = event_type(ts_ms=time.time() * 1000, mono_ns=time.monotonic_ns(), **fields)
+        event = event_type(ts_ms=self.clock() * 1000, mono_ns=time.monotonic_ns(), **fields)
         self._buffer.append(event)
         if not self._wake.is_set():  # a plain read; set() takes a lock, so only the first event after a drain
             self._wake.set()

@@ -63,6 +63,29 @@ def control_record(control_type: int, coordinator_epoch: int) -> tuple[bytes, by
             END_TXN_MARKER_VALUE.pack(END_TXN_MARKER_VERSION, coordinator_epoch))
 
 
+def end_transaction_marker(batch: bytes | bytearray | memoryview) -> tuple[int, int] | None:
+    """(control type, coordinator epoch) of a control batch holding an EndTransactionMarker (ABORT or COMMIT);
+    None for any other control record or a batch too short to hold one."""
+    view = memoryview(batch)
+    try:
+        position = HEADER_SIZE
+        _, position = read_varint(view, position)  # record length
+        position += 1  # attributes
+        _, position = read_varint(view, position)  # timestamp delta
+        _, position = read_varint(view, position)  # offset delta
+        key_length, position = read_varint(view, position)
+        if key_length < CONTROL_KEY.size:
+            return None
+        version, control_type = CONTROL_KEY.unpack_from(view, position)
+        value_length, position = read_varint(view, position + key_length)
+        if version < 0 or control_type not in (ABORT, COMMIT) or value_length < END_TXN_MARKER_VALUE.size:
+            return None
+        _, coordinator_epoch = END_TXN_MARKER_VALUE.unpack_from(view, position)
+    except (IndexError, struct.error):
+        return None
+    return control_type, coordinator_epoch
+
+
 @dataclass(frozen=True, slots=True)
 class CompletedTxn:
     """A transaction a marker ended: the producer's first transactional offset up to the marker's offset."""

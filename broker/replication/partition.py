@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from kio.schema.errors import ErrorCode
 
 from broker.log.record_batch import BatchHeader, parse_header
-from broker.log.transactions import is_transactional, last_stable_offset
+from broker.log.transactions import ABORT, end_transaction_marker, is_transactional, last_stable_offset
 from broker.replication.producer_state import Decision, ProducerStateManager, increment_sequence
 from broker.replication.replica_log import AppendInfo, LogRegion, ReplicaLog
 
@@ -102,6 +102,26 @@ class LogReadResult:
         return 0 if self.region is None else self.region.size
 
 
+@dataclass(frozen=True)
+class TxnMarkerAppended:
+    """A COMMIT or ABORT marker the leader appended for a coordinator (for the trace)."""
+
+    producer_id: int
+    producer_epoch: int
+    aborted: bool
+    offset: int
+    coordinator_epoch: int
+
+
+@dataclass(frozen=True)
+class LastStableOffsetReport:
+    """The leader's LSO next to its HW, when it stopped following the HW, moved while held, or was released."""
+
+    last_stable_offset: int
+    high_watermark: int
+    open_transactions: int
+
+
 @dataclass
 class Partition:
     topic: str
@@ -120,6 +140,11 @@ class Partition:
     followers: dict[int, FollowerState] = field(default_factory=dict)
     pending_isr: tuple[int, ...] | None = None
     producer_state: ProducerStateManager = field(default_factory=ProducerStateManager)
+    # The leader watches its LSO (for the trace) only from a transactional append until the LSO follows the HW
+    # again with nothing open: a partition without transactions pays nothing per produce or HW move.
+    lso_watched: bool = False
+    # (held LSO, or None while it equals the HW; open transactions) as last reported; None: following the HW
+    _lso_reported: tuple[int | None, int] | None = None
 
     def __post_init__(self) -> None:
         self.high_watermark = min(max(self.high_watermark, self.log.log_start_offset), self.log.log_end_offset)
@@ -179,6 +204,9 @@ class Partition:
             follower.last_fetch_time_ms = now_ms
             followers[replica] = follower
         self.followers = followers
+        self._lso_reported = None
+        # a follower that held open transactions leads them now (the producer state is replayed from the log)
+        self.lso_watched = self.open_transactions() > 0
         self.maybe_increment_high_watermark(now_ms)
         return True
 
@@ -190,6 +218,7 @@ class Partition:
         self.isr = ()
         self.followers = {}
         self.leader_epoch_start_offset = -1
+        self.lso_watched, self._lso_reported = False, None
         return changed
 
     # --- leader: appends, high watermark, ISR ------------------------------------------------------
@@ -242,7 +271,49 @@ class Partition:
                 offset += header.last_offset_delta + 1
             if header.producer_id >= 0:
                 self.producer_state.record_header(header)
+                if offset is not None and is_transactional(header):
+                    self.lso_watched = True
             position += header.size
+
+    @staticmethod
+    def markers_appended(records: bytes, first_offset: int) -> list[TxnMarkerAppended]:
+        """The end-transaction markers among a coordinator's batches the leader appended from ``first_offset``."""
+        found, position, offset = [], 0, first_offset
+        while position < len(records):
+            header = parse_header(records, position)
+            marker = end_transaction_marker(records[position:position + header.size]) if header.is_control else None
+            if marker is not None:
+                found.append(TxnMarkerAppended(header.producer_id, header.producer_epoch, marker[0] == ABORT,
+                                               offset, marker[1]))
+            offset += header.last_offset_delta + 1
+            position += header.size
+        return found
+
+    def open_transactions(self) -> int:
+        return sum(1 for entry in self.producer_state.producers.values()
+                   if entry.current_txn_first_offset is not None)
+
+    def last_stable_offset_change(self) -> LastStableOffsetReport | None:
+        """For the trace, on a watched leader after an append or an HW move: the LSO when it stopped following
+        the HW, moved while held, or follows it again with nothing open (which ends the watch); else None."""
+        if not self.lso_watched or not self.is_leader:
+            return None
+        high_watermark = self.high_watermark
+        first_unstable = self.log.first_unstable_offset(high_watermark)
+        lso = last_stable_offset(high_watermark, first_unstable)
+        open_transactions = self.open_transactions()
+        if first_unstable is None and open_transactions == 0:
+            self.lso_watched = False
+        if lso == high_watermark and open_transactions == 0:
+            # following the HW again (a decided transaction may still wait for its marker to be replicated, from
+            # at or above the HW: it can hold the LSO again, so the watch goes on until it is gone)
+            reported, self._lso_reported = self._lso_reported, None
+            return LastStableOffsetReport(lso, high_watermark, 0) if reported is not None else None
+        key = (lso if lso < high_watermark else None, open_transactions)
+        if key == self._lso_reported:
+            return None
+        self._lso_reported = key
+        return LastStableOffsetReport(lso, high_watermark, open_transactions)
 
     def check_enough_isr(self, required_acks: int, min_insync_replicas: int, records: bytes | None = None) -> None:
         """acks=all checks the ISR before anything else: NOT_ENOUGH_REPLICAS means "nothing appended".

@@ -29,7 +29,14 @@ from broker.replication.delayed_ops import (
     partition_error,
 )
 from broker.replication.fetch_session import LeaderFetchSession, SessionRequest
-from broker.replication.partition import FetchIsolation, IsrProposal, Partition, PartitionError
+from broker.replication.partition import (
+    FetchIsolation,
+    IsrProposal,
+    LastStableOffsetReport,
+    Partition,
+    PartitionError,
+    TxnMarkerAppended,
+)
 from clusterplane import cluster_pb2 as pb
 
 TopicPartition = tuple[str, int]
@@ -159,6 +166,9 @@ class ReplicaIO:
         self.on_delayed_finished: Callable[[str, bool, list[TopicPartition]], None] = lambda *args: None
         # a leader's log start moved by DeleteRecords: its segments below go, the checkpoint is written, traced
         self.on_log_start_moved: Callable[[Partition], None] = lambda partition: None
+        # transactions: a marker a leader appended; a leader's LSO leaving, moving behind or rejoining its HW
+        self.on_txn_marker: Callable[[Partition, TxnMarkerAppended], None] = lambda *args: None
+        self.on_last_stable_offset: Callable[[Partition, LastStableOffsetReport], None] = lambda *args: None
         # the followers' incremental fetch sessions watching each partition led here (replication_service opens them)
         self._sessions_of: dict[TopicPartition, set[LeaderFetchSession]] = {}
         # leader partitions where an ISR follower may be behind the LEO: the only ones the ISR expiry looks at
@@ -209,6 +219,8 @@ class ReplicaIO:
             partition = self.hosted.get(tp)
             if partition is not None:
                 self.on_high_watermark(partition)
+                if partition.lso_watched:
+                    self._trace_last_stable_offset(partition)
             self.produce_purgatory.check_and_complete(key)
             self.delete_records_purgatory.check_and_complete(key)
         self.fetch_purgatory.check_and_complete(key)
@@ -264,6 +276,11 @@ class ReplicaIO:
             return ProducePartitionStatus(exc.error_code, error_message=str(exc))
         except (InvalidRecordBatchError, KafkaStorageError) as exc:
             return ProducePartitionStatus(exc.error_code, error_message=str(exc))
+        if info is not None and from_coordinator:
+            for marker in partition.markers_appended(records, info.first_offset):
+                self.on_txn_marker(partition, marker)
+        if partition.lso_watched:
+            self._trace_last_stable_offset(partition)
         if info is not None:
             # Kafka's BytesInPerSec: the records' size as received (the stored batch differs only in two fields)
             self.topic_stats.record_append(tp[0], len(records), info.last_offset - info.first_offset + 1)
@@ -274,6 +291,11 @@ class ReplicaIO:
                                       log_append_time=info.log_append_time,
                                       log_start_offset=info.log_start_offset,
                                       required_offset=info.last_offset + 1)
+
+    def _trace_last_stable_offset(self, partition: Partition) -> None:
+        report = partition.last_stable_offset_change()
+        if report is not None:
+            self.on_last_stable_offset(partition, report)
 
     # --- delete records -----------------------------------------------------------------------------
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from broker.replication.partition import Partition
+from broker.replication.partition import LastStableOffsetReport, Partition, TxnMarkerAppended
 from traces import events as te
 from traces.coalesce import Coalescer, Tallies, Tally
 from traces.writer import TraceWriter
@@ -112,6 +112,19 @@ class ReplicationTracer:
     def _emit_completions(self, key: tuple[str, str], tally: Tally) -> None:
         self.trace.emit(te.DelayedOperationFinished, purgatory=key[0], outcome=key[1], count=tally.count,
                         waited_on=[])
+
+    # --- transactions (one event each: markers are per transaction, LSO reports only while one is open) ---
+
+    def txn_marker_written(self, partition: Partition, marker: TxnMarkerAppended) -> None:
+        self.trace.emit(te.TxnMarkerWritten, topic=partition.topic, partition=partition.partition,
+                        producer_id=marker.producer_id, producer_epoch=marker.producer_epoch,
+                        marker="ABORT" if marker.aborted else "COMMIT", offset=marker.offset,
+                        coordinator_epoch=marker.coordinator_epoch)
+
+    def last_stable_offset_changed(self, partition: Partition, report: LastStableOffsetReport) -> None:
+        self.trace.emit(te.LastStableOffsetChanged, topic=partition.topic, partition=partition.partition,
+                        last_stable_offset=report.last_stable_offset, high_watermark=report.high_watermark,
+                        open_transactions=report.open_transactions)
 
     # --- quiet spells and shutdown -------------------------------------------------------------------
 

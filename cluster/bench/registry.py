@@ -35,8 +35,9 @@ def benches() -> dict[str, Bench]:
         replication,
         scale,
         trace,
+        transactions,
     )
 
-    adapters = (foundation, client, replication, reassign, groups, scale, trace, log, purgatory, analysis,
-                page_cache, metrics, dashboard)
+    adapters = (foundation, client, replication, reassign, groups, transactions, scale, trace, log, purgatory,
+                analysis, page_cache, metrics, dashboard)
     return {adapter.BENCH.name: adapter.BENCH for adapter in adapters}

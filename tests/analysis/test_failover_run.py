@@ -111,7 +111,7 @@ def test_followers_lag_and_every_acknowledged_write_is_in_the_final_log(run, ana
 def test_kafkasim_analyze_writes_the_figures_and_the_summary(run, spark, tmp_path: Path, capsys):
     assert main(["analyze", str(run.run_dir), "--out", str(tmp_path / "out")]) == 0
     printed = capsys.readouterr().out
-    for name in ("timeline.png", "follower_lag.png", "failover_phases.png"):
+    for name in ("timeline.png", "follower_lag.png", "failover_phases.png", "transactions.png"):
         assert (tmp_path / "out" / name).stat().st_size > 1000, name
     summary = (tmp_path / "out" / "summary.txt").read_text()
     assert summary in printed
@@ -133,10 +133,10 @@ def test_the_notebook_runs_headless_on_the_run_and_saves_its_figures(run, tmp_pa
     nb = nbformat.read(notebook, as_version=4)
     NotebookClient(nb, timeout=240, kernel_name="python3",
                    resources={"metadata": {"path": str(tmp_path)}}).execute()
-    for name in ("timeline.png", "follower_lag.png", "failover_phases.png"):
+    for name in ("timeline.png", "follower_lag.png", "failover_phases.png", "transactions.png"):
         assert (figures / name).stat().st_size > 1000, name
     outputs = "".join(o.get("text", "") for cell in nb.cells if cell.cell_type == "code"
                       for o in cell.get("outputs", []))
     assert sum(line.strip().startswith(f"{run.topic}-0 epoch") for line in outputs.splitlines()) == 1, outputs
     images = [o for cell in nb.cells for o in cell.get("outputs", []) if "image/png" in o.get("data", {})]
-    assert len(images) == 3
+    assert len(images) == 4

@@ -1,6 +1,7 @@
 """Partition over the file-backed Log with transactions: the LSO as markers are replicated and the HW advances,
 read_committed reads bounded by it with the aborted transactions of the range, a follower that becomes leader
-with the same transactions, and INVALID_TXN_STATE for a producer mixing batches."""
+with the same transactions, INVALID_TXN_STATE for a producer mixing batches, and what the leader reports of its
+markers and LSO for the trace."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.log.record_batch import parse_header
 from broker.log.records import Record, build_batch, build_end_txn_marker
-from broker.replication.partition import FetchIsolation
+from broker.replication.partition import FetchIsolation, LastStableOffsetReport, TxnMarkerAppended
 from tests.broker.support import FOLLOWER, LEADER, RECORD_TIME, T0, leadership, new_partition, open_log
 
 BIG = 1 << 20
@@ -78,3 +79,45 @@ def test_a_follower_keeps_the_same_transactions_and_serves_them_as_leader(tmp_pa
     plain = build_batch([Record(b"k", b"v", RECORD_TIME)], producer_id=2, producer_epoch=0, base_sequence=2)
     assert follower.check_producer_batch(parse_header(plain)).error_code is ErrorCode.invalid_txn_state
     assert follower.check_producer_batch(parse_header(txn(2, 2))) is None
+
+
+def test_the_lso_is_reported_while_a_transaction_holds_it_and_once_when_released(tmp_path):
+    partition = leader_partition(tmp_path)
+    partition.append_records_to_leader(build_batch([Record(b"k", b"v", RECORD_TIME)]), 1, 1, T0)  # 0, plain
+    assert (partition.lso_watched, partition.last_stable_offset_change()) == (False, None)
+    partition.update_follower_fetch_state(FOLLOWER, 1, 0, 1, T0)  # HW 1: nothing to report, nothing open
+
+    partition.append_records_to_leader(txn(1, 0), 1, 1, T0)  # 1-2: opens while LSO = HW = 1
+    assert partition.last_stable_offset_change() == LastStableOffsetReport(1, 1, 1)
+    assert partition.last_stable_offset_change() is None  # nothing new
+    partition.update_follower_fetch_state(FOLLOWER, 3, 0, 3, T0)  # HW 3 passes the first offset: held at 1
+    assert partition.last_stable_offset_change() == LastStableOffsetReport(1, 3, 1)
+    partition.append_records_to_leader(txn(1, 2), 1, 1, T0)  # 3-4, the same transaction
+    partition.update_follower_fetch_state(FOLLOWER, 5, 0, 5, T0)
+    assert partition.last_stable_offset_change() is None  # the HW moved, the held LSO did not
+
+    partition.append_records_to_leader(marker(1, abort=False), 1, 1, T0, from_coordinator=True)  # 5
+    assert partition.last_stable_offset_change() == LastStableOffsetReport(1, 5, 0)  # decided, marker not below HW
+    partition.update_follower_fetch_state(FOLLOWER, 6, 0, 6, T0)
+    assert partition.last_stable_offset_change() == LastStableOffsetReport(6, 6, 0)  # released
+    assert (partition.lso_watched, partition.last_stable_offset_change()) == (False, None)
+
+
+def test_a_new_leader_watches_the_transactions_it_inherits(tmp_path):
+    partition = leader_partition(tmp_path)
+    partition.append_records_to_leader(txn(7, 0), 1, 1, T0)
+    partition.make_follower(leadership(leader=FOLLOWER, leader_epoch=2))
+    assert (partition.lso_watched, partition.last_stable_offset_change()) == (False, None)
+    partition.make_leader(leadership(leader_epoch=3), T0)
+    partition.update_follower_fetch_state(FOLLOWER, 2, 0, 2, T0)
+    assert partition.last_stable_offset_change() == LastStableOffsetReport(0, 2, 1)
+
+
+def test_the_markers_appended_carry_their_offsets_and_coordinator_epochs(tmp_path):
+    partition = leader_partition(tmp_path)
+    partition.append_records_to_leader(txn(3, 0), 1, 1, T0)  # 0-1
+    records = build_end_txn_marker(producer_id=3, producer_epoch=0, abort=True, coordinator_epoch=9,
+                                   timestamp=RECORD_TIME)
+    info = partition.append_records_to_leader(records, 1, 1, T0, from_coordinator=True)
+    assert partition.markers_appended(records, info.first_offset) == [TxnMarkerAppended(3, 0, True, 2, 9)]
+    assert partition.markers_appended(txn(3, 2), 3) == []  # data batches are no markers

@@ -1,7 +1,7 @@
 """The log side of transactions on real brokers (issue 20): hand-built transactional batches produced raw, markers
 written through WriteTxnMarkers (as a coordinator would), and confluent-kafka consumers with
-isolation.level=read_committed and read_uncommitted. There is no transaction coordinator yet: the producer ids are
-chosen by the test, as the log layer takes them."""
+isolation.level=read_committed and read_uncommitted, and the leader's trace of markers and LSO. There is no
+transaction coordinator yet: the producer ids are chosen by the test, as the log layer takes them."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ from tests.client.support import (
     wait_until,
 )
 from tests.harness import RunningCluster
+from traces import events as te
 
 ABORTED, COMMITTED, OPEN = 900_001, 900_002, 900_003  # producer ids of the three transactions
 INVALID_RECORD = 87
@@ -41,9 +42,10 @@ def produce(connection: RawConnection, topic: str, records: bytes) -> tuple[int,
     return answer.error_code, answer.base_offset
 
 
-def write_marker(connection: RawConnection, topic: str, producer_id: int, *, commit: bool) -> int:
+def write_marker(connection: RawConnection, topic: str, producer_id: int, *, commit: bool,
+                 coordinator_epoch: int = 0) -> int:
     marker = WriteTxnMarkersRequest.WritableTxnMarker(
-        producer_id=producer_id, producer_epoch=0, transaction_result=commit, coordinator_epoch=0,
+        producer_id=producer_id, producer_epoch=0, transaction_result=commit, coordinator_epoch=coordinator_epoch,
         topics=[WriteTxnMarkersRequest.WritableTxnMarker.WritableTxnMarkerTopic(name=topic, partition_indexes=[0])])
     reply = connection.request(WriteTxnMarkersRequest(markers=[marker]), 1)
     return reply.markers[0].topics[0].partitions[0].error_code
@@ -120,3 +122,35 @@ def test_read_committed_skips_aborted_records_and_stops_at_the_lso(shared_cluste
         assert write_marker(connection, topic, OPEN, commit=True) == 0  # offset 9: the LSO reaches the HW
         wait_until(lambda: latest(connection, topic, isolation_level=1) == 10, 10, "the LSO to reach 10")
         assert consume(shared_cluster, topic, "read_committed", 5) == [b"plain-0", b"b0", b"b1", b"c0", b"plain-1"]
+
+
+def test_the_leader_traces_its_markers_and_its_lso_while_transactions_hold_it(shared_cluster: RunningCluster):
+    topic = "txn-traced"
+    create_topic(shared_cluster, topic, 1, replication_factor=3)
+    leader = leader_of(shared_cluster, topic)
+    with RawConnection(client_port(shared_cluster, leader)) as connection:
+        assert produce(connection, topic, batch([b"plain-0"])) == (0, 0)  # no transaction: nothing traced
+        assert produce(connection, topic, batch([b"c0", b"c1"], COMMITTED, 0, transactional=True)) == (0, 1)
+        assert write_marker(connection, topic, COMMITTED, commit=True, coordinator_epoch=4) == 0  # offset 3
+        assert produce(connection, topic, batch([b"a0"], ABORTED, 0, transactional=True)) == (0, 4)
+        assert write_marker(connection, topic, ABORTED, commit=False, coordinator_epoch=4) == 0  # offset 5
+        wait_until(lambda: latest(connection, topic, isolation_level=1) == 6, 10, "the LSO to reach 6")
+
+    def traced(kind: type) -> list:
+        return [e for e in shared_cluster.all_traces() if isinstance(e, kind) and e.topic == topic]
+
+    def all_released() -> list | None:
+        found = traced(te.LastStableOffsetChanged)
+        return found if found and found[-1].last_stable_offset == 6 else None
+
+    lso = wait_until(all_released, 10, "the LSO's release at 6 to be traced")
+    assert {e.broker_id for e in lso} == {leader}  # the leader's only, never a follower's
+    # (LSO, open transactions): opened at the HW, held as the HW passes it, decided, released; twice
+    assert [(e.last_stable_offset, e.open_transactions) for e in lso] == [
+        (1, 1), (1, 1), (1, 0), (4, 0), (4, 1), (4, 1), (4, 0), (6, 0)]
+    high_watermarks = [e.high_watermark for e in lso]
+    assert high_watermarks[0] == 1 and high_watermarks[1] in (2, 3)  # the followers may fetch 1 and 2 apart
+    assert high_watermarks[2:] == [3, 4, 4, 5, 5, 6]
+    markers = wait_until(lambda: traced(te.TxnMarkerWritten) or None, 10, "the markers to be traced")
+    assert [(e.broker_id, e.producer_id, e.producer_epoch, e.marker, e.offset, e.coordinator_epoch)
+            for e in markers] == [(leader, COMMITTED, 0, "COMMIT", 3, 4), (leader, ABORTED, 0, "ABORT", 5, 4)]

@@ -15,8 +15,8 @@ from cluster.bench.registry import benches
 from cluster.bench.report import Figure, Phase, Report, render, to_json
 from cluster.cli import _parser
 
-BENCHES = ["foundation", "client", "replication", "reassign", "groups", "scale", "trace", "log", "purgatory",
-           "analysis", "page-cache", "metrics", "dashboard"]
+BENCHES = ["foundation", "client", "replication", "reassign", "groups", "transactions", "scale", "trace", "log",
+           "purgatory", "analysis", "page-cache", "metrics", "dashboard"]
 REPORT_KEYS = {"bench", "title", "settings", "figures", "phases", "notes", "error", "all_targets_met"}
 FIGURE_KEYS = {"name", "label", "value", "unit", "target", "target_is", "met"}
 PHASE_KEYS = {"name", "summary", "elapsed_s", "figures", "details", "cpu_s"}
@@ -51,6 +51,7 @@ DEFAULTS = {
                     "phase_timeout": 180, "catchup_mib": 1024, "timer_ops": 1_000_000},
     "reassign": {"size_mib": 1024, "timeout": 1800},
     "groups": {"rounds": 3},
+    "transactions": {"transactions": 200, "records": 100, "phase_timeout": 180},
     "scale": {"partitions": [100, 1000, 3000], "idle_s": 10.0, "settle_s": 3.0, "phase_timeout": 300,
               "idle_only": False},
     "trace": {"messages": 50_000, "rounds": 5},
