@@ -12,10 +12,13 @@ brokers' logs. Prints p50, p99 and max of each setting and the ratio of the p99s
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
+import statistics
 import time
 
+import psutil
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -26,7 +29,7 @@ TOPIC = "compaction-latency"
 TOPIC_CONFIG = {"cleanup.policy": "compact", "segment.bytes": str(1 << 20), "min.cleanable.dirty.ratio": "0.5",
                 "min.insync.replicas": "2"}
 CLEANED = re.compile(r"cleaned offsets \[")
-ON_LOOP = re.compile(r"on the loop: choice and plan ([0-9.]+) ms, swap and checkpoint ([0-9.]+) ms")
+ON_LOOP = re.compile(r"on the loop: choice and plan ([0-9.]+) ms, swap ([0-9.]+) ms")
 
 
 def _create_topic(bootstrap: str, timeout_s: float = 60.0) -> None:
@@ -44,6 +47,7 @@ def _create_topic(bootstrap: str, timeout_s: float = 60.0) -> None:
 
 def run_once(cleaner: bool, seconds: float, interval_ms: float, value_bytes: int = 500, keys: int = 100) -> dict:
     overrides = {"log.cleaner.enable": "true" if cleaner else "false"}
+    load_before = os.getloadavg()[0]
     with temporary_cluster(3, "classroom", overrides=overrides, prefix="kafkasim-compaction-latency-") as (
             spec, layout):
         _create_topic(spec.bootstrap_servers)
@@ -75,6 +79,7 @@ def run_once(cleaner: bool, seconds: float, interval_ms: float, value_bytes: int
             producer.poll(0)
         remaining = producer.flush(60)
         del producer
+        broker_cpu, worker_cpu = _cpu_seconds(layout, spec)
         logs = [layout.broker_log(b.broker_id).read_text(errors="replace") for b in spec.brokers
                 if layout.broker_log(b.broker_id).exists()]
         cleanings = sum(len(CLEANED.findall(text)) for text in logs)
@@ -83,8 +88,28 @@ def run_once(cleaner: bool, seconds: float, interval_ms: float, value_bytes: int
         raise RuntimeError(f"{remaining} records not delivered, {len(failures)} failed: {failures[:3]}")
     return {"cleaner": cleaner, "records": len(latencies), "p50": percentile(latencies, 50),
             "p99": percentile(latencies, 99), "max": max(latencies), "cleanings": cleanings,
-            "load": os.getloadavg()[0], "plan_max": max((p for p, _ in on_loop), default=0.0),
-            "swap_max": max((s for _, s in on_loop), default=0.0)}
+            "load": os.getloadavg()[0], "load_before": load_before, "latencies": latencies,
+            "plan_max": max((p for p, _ in on_loop), default=0.0),
+            "swap_max": max((s for _, s in on_loop), default=0.0), "broker_cpu": broker_cpu, "worker_cpu": worker_cpu}
+
+
+def _cpu_seconds(layout, spec) -> tuple[float, float]:
+    """CPU seconds (user + system) used so far by the broker processes, and by their cleaner worker processes."""
+    brokers = workers = 0.0
+    for b in spec.brokers:
+        pid = layout.broker_pid(b.broker_id).read()
+        if pid is None:
+            continue
+        with contextlib.suppress(psutil.Error):
+            broker = psutil.Process(pid)
+            times = broker.cpu_times()
+            brokers += times.user + times.system
+            for child in broker.children():
+                with contextlib.suppress(psutil.Error):
+                    if "broker.log.cleaner.worker" in " ".join(child.cmdline()):
+                        times = child.cpu_times()
+                        workers += times.user + times.system
+    return brokers, workers
 
 
 def main() -> None:
@@ -93,18 +118,25 @@ def main() -> None:
     parser.add_argument("--interval-ms", type=float, default=2.0)
     parser.add_argument("--rounds", type=int, default=1, help="pairs of runs (cleaner off, on)")
     args = parser.parse_args()
+    ratios: list[float] = []
+    pooled: dict[bool, list[float]] = {False: [], True: []}
     for _ in range(args.rounds):
         results = [run_once(cleaner, args.seconds, args.interval_ms) for cleaner in (False, True)]
         for r in results:
+            pooled[r["cleaner"]].extend(r["latencies"])
             print(f"cleaner {'on ' if r['cleaner'] else 'off'}: {r['records']} records, p50 {r['p50']:.1f} ms, "
-                  f"p99 {r['p99']:.1f} ms, max {r['max']:.1f} ms, {r['cleanings']} cleanings, "
-                  f"load average {r['load']:.1f}"
-                  + (f"; longest on a broker's loop: choice+plan {r['plan_max']:.1f} ms, swap+checkpoint "
-                     f"{r['swap_max']:.1f} ms" if r["cleanings"] else ""),
+                  f"p99 {r['p99']:.1f} ms, max {r['max']:.1f} ms, {r['cleanings']} cleanings, load average "
+                  f"{r['load_before']:.1f} -> {r['load']:.1f}, CPU s: brokers {r['broker_cpu']:.1f}, cleaner workers "
+                  f"{r['worker_cpu']:.1f}"
+                  + (f"; longest on a broker's loop: choice+plan {r['plan_max']:.1f} ms, swap {r['swap_max']:.1f} ms"
+                     if r["cleanings"] else ""),
                   flush=True)
-        print(f"p99 with the cleaner / without: {results[1]['p99'] / results[0]['p99']:.2f}x (target < 1.5x)",
-              flush=True)
-
+        ratios.append(results[1]["p99"] / results[0]["p99"])
+        print(f"p99 with the cleaner / without: {ratios[-1]:.2f}x (target < 1.5x)", flush=True)
+    if args.rounds > 1:
+        off, on = percentile(pooled[False], 99), percentile(pooled[True], 99)
+        print(f"{args.rounds} rounds: median of the ratios {statistics.median(ratios):.2f}x; all records pooled: p99 "
+              f"{off:.1f} ms without, {on:.1f} ms with the cleaner, {on / off:.2f}x", flush=True)
 
 if __name__ == "__main__":
     main()

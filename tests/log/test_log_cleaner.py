@@ -13,6 +13,7 @@ from broker.log.cleaner.manager import CLEANER_OFFSET_CHECKPOINT, CleanerManager
 from broker.log.cleaner.offset_map import OffsetMap
 from broker.log.cleaner.throttler import Throttler
 from broker.log.checkpoint import OffsetCheckpointFile
+from broker.log.log import Log
 from broker.log.records import GZIP
 from tests.log.cleaner_support import clean_once, open_log, produce, read_segments
 
@@ -246,21 +247,49 @@ def test_the_cleaner_threads_clean_a_dirty_log_and_stop_cleanly(tmp_path, clock,
                              lambda: {log_.topic_partition: log_}, clock, on_cleaned=reports.append,
                              in_process=in_process)
         cleaner.startup()
+        started.extend(cleaner.worker_pids())  # as Kafka starts its cleaner threads: with the broker
         deadline = time.monotonic() + 20
         while not reports and time.monotonic() < deadline:
             await asyncio.sleep(0.02)
         pids.extend(cleaner.worker_pids())
         await cleaner.shutdown()
 
+    started: list[int] = []
     asyncio.run(run())
     assert reports and reports[0].end_offset == log_.active_segment.base_offset
+    # the swap's fsyncs and the checkpoint ran on a thread, after the swap: the file names the cleaned offset
+    assert OffsetCheckpointFile(tmp_path / CLEANER_OFFSET_CHECKPOINT).read() == {
+        log_.topic_partition: reports[-1].end_offset}
     if in_process:
-        assert reports[0].cleaner_pid == os.getpid() and not pids
+        assert reports[0].cleaner_pid == os.getpid() and not pids and not started
     else:
-        assert pids == [reports[0].cleaner_pid] and pids[0] != os.getpid()
+        assert pids == [reports[0].cleaner_pid] == started and pids[0] != os.getpid()
         assert not psutil.pid_exists(pids[0]), "the broker's shutdown ends its cleaner worker process"
     _check_compacted(log_, latest, tombstones_gone=False)
     assert not list(log_.directory.glob("*.cleaned")) and not list(log_.directory.glob("*.swap"))
+
+
+def test_checkpoints_written_off_the_loop_never_go_back(tmp_path, clock):
+    """Two cleanings' checkpoints written by threads in the other order: the later snapshot stays."""
+    first = open_log(tmp_path, clock)
+    second = Log.open(tmp_path / "compacted-1", first.config, clock=clock)
+    logs = {first.topic_partition: first, second.topic_partition: second}
+    manager = CleanerManager(lambda: logs, clock)
+    path = tmp_path / CLEANER_OFFSET_CHECKPOINT
+    manager.checkpointed_offsets(tmp_path)[first.topic_partition] = 10
+    earlier = manager.make_durable(first)
+    manager.checkpointed_offsets(tmp_path)[second.topic_partition] = 20
+    later = manager.make_durable(second)
+    later()
+    earlier()
+    assert OffsetCheckpointFile(path).read() == {first.topic_partition: 10, second.topic_partition: 20}
+    # a log whose directory went away meanwhile (deleted) is no error: the checkpoint is still written
+    manager.checkpointed_offsets(tmp_path)[first.topic_partition] = 30
+    gone = manager.make_durable(first)
+    first.close()
+    first.directory.rename(tmp_path / "compacted-0.abc-delete")
+    gone()
+    assert OffsetCheckpointFile(path).read()[first.topic_partition] == 30
 
 
 def _planned(log_, clock):
@@ -287,6 +316,7 @@ def test_a_cleaning_runs_in_a_worker_process_that_writes_the_cleaned_files(tmp_p
         assert process.ppid() == os.getpid()
         assert "broker.log.cleaner.worker" in process.cmdline()
         assert process.nice() > psutil.Process().nice(), "the worker lowers its priority"
+        assert os.sched_getscheduler(pid) == os.SCHED_IDLE, "it runs only on CPU time nothing else wants"
         assert all(g.cleaned.log_path.name.endswith(".log.cleaned") for g in result.groups)
         assert sorted(p.name for p in log_.directory.glob("*.log.cleaned")) == sorted(
             g.cleaned.log_path.name for g in result.groups), "the worker wrote them, the broker has not swapped yet"

@@ -84,6 +84,14 @@ class LogCleaner:
             return
         self._executor = ThreadPoolExecutor(self.config.threads, thread_name_prefix="kafka-log-cleaner-thread")
         loop = asyncio.get_running_loop()
+        for index, process in enumerate(self.processes):
+            # now, as Kafka starts its cleaner threads with the broker: a worker's start (an interpreter and its
+            # imports) then never lands in the middle of the traffic a first cleaning comes with
+            try:
+                process.start()  # on the loop's thread: the worker dies with it
+            except OSError:
+                log.exception("log cleaner %d cannot start its worker process; tried again at its first cleaning",
+                              index)
         self._tasks = [loop.create_task(self._work(i), name=f"kafka-log-cleaner-thread-{i}")
                        for i in range(self.config.threads)]
 
@@ -150,17 +158,29 @@ class LogCleaner:
             self.manager.failed(opened, plan)
             return False
         started = time.perf_counter()
-        report = self.manager.done_cleaning(opened, plan, result)
+        report = self.manager.done_cleaning(opened, plan, result, sync=False)
         swap_s = time.perf_counter() - started
         if report is None:
             return False
+        # the fsyncs that make the swap durable, then the checkpoint, on a thread: on the loop they took 10-100 ms
+        # each time (docs/compaction.md), which every produce and fetch of the broker waited for
+        started = time.perf_counter()
+        try:
+            await asyncio.to_thread(self.manager.make_durable(opened))
+        except OSError as exc:
+            with opened.log_dir_failure_channel.guard(
+                    opened.log_dir, f"Error while syncing the cleaned segments of {opened.topic}-{opened.partition} "
+                    f"in dir {opened.log_dir}"):
+                raise exc from None
+        sync_s = time.perf_counter() - started
         self.cleanings += 1
         log.info("%s-%d: cleaned offsets [%d, %d): %d segments (%d bytes) into %d (%d bytes), %d of %d records kept, "
-                 "%d keys, %.0f ms in process %d; on the loop: choice and plan %.1f ms, swap and checkpoint %.1f ms",
+                 "%d keys, %.0f ms in process %d; on the loop: choice and plan %.1f ms, swap %.1f ms; on a thread: "
+                 "fsyncs and checkpoint %.1f ms",
                  report.topic, report.partition, report.first_dirty_offset, report.end_offset, report.segments_before,
                  report.bytes_before, report.segments_after, report.bytes_after, report.records_kept,
                  report.records_read, report.keys, report.duration_ms, report.cleaner_pid, plan_s * 1000,
-                 swap_s * 1000)
+                 swap_s * 1000, sync_s * 1000)
         self._on_cleaned(report)
         return True
 

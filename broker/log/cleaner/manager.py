@@ -2,18 +2,20 @@
 plan a cleaner thread works from, the swap of its result into the log, and ``cleaner-offset-checkpoint``.
 
 Everything here runs on the broker's event loop, which owns the logs; only the cleaning's work
-(:func:`broker.log.cleaner.cleaner.clean_job`) runs elsewhere, in a cleaner worker process.
+(:func:`broker.log.cleaner.cleaner.clean_job`) runs elsewhere, in a cleaner worker process, and the fsyncs that make a
+swap durable run on a thread (:meth:`CleanerManager.make_durable`).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from broker.log.checkpoint import OffsetCheckpointFile
+from broker.log.checkpoint import OffsetCheckpointFile, fsync_directory
 from broker.log.cleaner.cleaner import CleaningPlan, CleaningResult, SourceSegment
 from broker.log.cleaner.selection import (
     LogToClean,
@@ -78,6 +80,11 @@ class CleanerManager:
         self.in_progress: set[TopicPartition] = set()
         self.uncleanable: set[TopicPartition] = set()  # a cleaning failed (KIP-346): skipped until restart
         self._checkpoints: dict[Path, dict[TopicPartition, int]] = {}
+        # checkpoints written off the loop (make_durable): one writer at a time, and never an older snapshot over a
+        # newer one
+        self._write_lock = threading.Lock()
+        self._snapshots = 0
+        self._written_snapshot: dict[Path, int] = {}
 
     # ------------------------------------------------------------------------------------ checkpoint
 
@@ -91,11 +98,36 @@ class CleanerManager:
         return self._checkpoints[log_dir]
 
     def _write_checkpoint(self, log_dir: Path) -> None:
+        OffsetCheckpointFile(log_dir / CLEANER_OFFSET_CHECKPOINT).write(self._checkpoint_snapshot(log_dir))
+
+    def _checkpoint_snapshot(self, log_dir: Path) -> dict[TopicPartition, int]:
         # only the logs still here: a deleted log's entry goes at the next write (Kafka updates it at the delete)
         here = {tp for tp, opened in self._logs().items() if opened.log_dir == log_dir}
         offsets = {tp: o for tp, o in self.checkpointed_offsets(log_dir).items() if tp in here}
         self._checkpoints[log_dir] = offsets
-        OffsetCheckpointFile(log_dir / CLEANER_OFFSET_CHECKPOINT).write(offsets)
+        return dict(offsets)
+
+    def make_durable(self, opened: Log) -> Callable[[], None]:
+        """After ``done_cleaning(..., sync=False)``, on the loop: the I/O that makes the swap durable, to run on a
+        thread: the log directory's fsync (the swap's renames), then the checkpoint (temp file, fsync, rename,
+        directory fsync), in that order, so the checkpoint never names an offset whose cleaned segments a power
+        loss could take back. The checkpoint's content is taken now, on the loop, which owns the logs."""
+        directory, log_dir = opened.directory, opened.log_dir
+        offsets = self._checkpoint_snapshot(log_dir)
+        self._snapshots += 1
+        snapshot = self._snapshots
+
+        def run() -> None:
+            try:
+                fsync_directory(directory)
+            except FileNotFoundError:  # the log was deleted meanwhile (its directory renamed): nothing to keep
+                pass
+            with self._write_lock:
+                if self._written_snapshot.get(log_dir, 0) > snapshot:
+                    return  # a later cleaning's checkpoint is written already, and holds this one's offset
+                OffsetCheckpointFile(log_dir / CLEANER_OFFSET_CHECKPOINT).write(offsets)
+                self._written_snapshot[log_dir] = snapshot
+        return run
 
     # --------------------------------------------------------------------------------------- choice
 
@@ -136,9 +168,13 @@ class CleanerManager:
 
     # ----------------------------------------------------------------------------------------- swap
 
-    def done_cleaning(self, opened: Log, plan: CleaningPlan, result: CleaningResult | None) -> CleaningReport | None:
+    def done_cleaning(self, opened: Log, plan: CleaningPlan, result: CleaningResult | None, *,
+                      sync: bool = True) -> CleaningReport | None:
         """Swap the cleaned groups in and checkpoint the new first dirty offset, if the log still holds every segment
-        the cleaning read (a truncation, a retention or a delete meanwhile abandons it, as Kafka aborts it)."""
+        the cleaning read (a truncation, a retention or a delete meanwhile abandons it, as Kafka aborts it).
+
+        ``sync=False`` (the broker's cleaner threads): the swap's renames and the offset in memory only, no fsync
+        and no checkpoint file; the caller runs :meth:`make_durable` on a thread afterwards."""
         tp = opened.topic_partition
         try:
             if result is None:
@@ -149,10 +185,11 @@ class CleanerManager:
                 return None
             before = sum(s.facts.size for g in result.groups for s in g.sources)
             for group in result.groups:
-                opened.replace_segments(group.cleaned, [s.segment for s in group.sources])
+                opened.replace_segments(group.cleaned, [s.segment for s in group.sources], sync_directory=sync)
             offsets = self.checkpointed_offsets(opened.log_dir)
             offsets[tp] = result.end_offset
-            self._write_checkpoint(opened.log_dir)
+            if sync:
+                self._write_checkpoint(opened.log_dir)
             stats = result.stats
             return CleaningReport(
                 tp[0], tp[1], plan.candidate.first_dirty_offset, result.end_offset,
