@@ -760,12 +760,8 @@ class Log:
                 first + len(old_segments) >= len(self._segments) or cleaned.base_offset != old_segments[0].base_offset:
             raise ValueError(f"{self.topic}-{self.partition}: the cleaned segment {cleaned} does not replace "
                              f"consecutive inactive segments {old_segments}")
-        # the aborted transactions of the replaced segments stay indexed (the cleaner keeps their markers until the
-        # delete horizon; Kafka's CleanedTransactionMetadata indexes those it meets, here all are carried over)
-        self._ensure_transactions()  # the replaced segments' indexes rebuilt first if recovery reset them
-        for old in old_segments:
-            for entry in old.txn_index.entries:
-                cleaned.txn_index.append(entry)
+        # the cleaned segment's .txnindex is the cleaning's: the aborted transactions whose markers it kept while
+        # removing their data (Kafka's CleanedTransactionMetadata); an entry whose marker and data are gone goes
         cleaned.change_file_suffixes(CLEANED_SUFFIX, SWAP_SUFFIX)
         if sync_directory:
             fsync_directory(self.directory)

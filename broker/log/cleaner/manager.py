@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -74,9 +74,13 @@ def segment_facts(log_: Log, *, with_timestamps: bool) -> list[SegmentFacts]:
 
 
 class CleanerManager:
-    def __init__(self, logs: Callable[[], dict[TopicPartition, Log]], clock: Callable[[], int]) -> None:
+    def __init__(self, logs: Callable[[], dict[TopicPartition, Log]], clock: Callable[[], int],
+                 high_watermarks: Callable[[], Mapping[TopicPartition, int]] | None = None) -> None:
         self._logs = logs
         self._clock = clock
+        # the replicas' high watermarks: a transaction whose marker is above it is not settled yet (the first
+        # unstable offset); without them (tests) the log end offset stands in
+        self._high_watermarks = high_watermarks
         self.in_progress: set[TopicPartition] = set()
         self.uncleanable: set[TopicPartition] = set()  # a cleaning failed (KIP-346): skipped until restart
         self._checkpoints: dict[Path, dict[TopicPartition, int]] = {}
@@ -85,6 +89,11 @@ class CleanerManager:
         self._write_lock = threading.Lock()
         self._snapshots = 0
         self._written_snapshot: dict[Path, int] = {}
+        # LogCleanerManager's gauges: the highest dirty ratio and the largest compaction delay seen at the last
+        # choice, and when that was
+        self.dirtiest_ratio = 0.0
+        self.max_compaction_delay_ms = 0
+        self.time_of_last_run_ms = clock()
 
     # ------------------------------------------------------------------------------------ checkpoint
 
@@ -134,8 +143,10 @@ class CleanerManager:
     def grab_filthiest(self) -> tuple[Log, LogToClean] | None:
         """The compacted log of the highest dirty ratio above its min.cleanable.dirty.ratio, marked in progress."""
         now = self._clock()
+        self.time_of_last_run_ms = now
         candidates: list[tuple[LogToClean, float]] = []
         by_tp = {}
+        high_watermarks = self._high_watermarks() if self._high_watermarks is not None else {}
         for tp, opened in self._logs().items():
             config = opened.config
             # the substring test first: it skips a delete-only log (most of them) without parsing its policy
@@ -146,11 +157,16 @@ class CleanerManager:
                                              opened.log_start_offset, opened.log_end_offset)
             facts = segment_facts(opened, with_timestamps=config.min_compaction_lag_ms > 0
                                   or config.max_compaction_lag_ms < LONG_MAX)
+            unstable = opened.first_unstable_offset(high_watermarks.get(tp, opened.log_end_offset))
             candidate = log_to_clean(tp[0], tp[1], facts, first_dirty,
                                      min_compaction_lag_ms=config.min_compaction_lag_ms,
-                                     max_compaction_lag_ms=config.max_compaction_lag_ms, now_ms=now)
+                                     max_compaction_lag_ms=config.max_compaction_lag_ms, now_ms=now,
+                                     first_unstable_offset=unstable)
             candidates.append((candidate, config.min_cleanable_dirty_ratio))
             by_tp[tp] = opened
+        measured = [c for c, _ in candidates if c.total_bytes > 0]  # Kafka skips empty logs
+        self.dirtiest_ratio = max((c.cleanable_ratio for c in measured), default=0.0)
+        self.max_compaction_delay_ms = max((c.max_compaction_delay_ms for c in measured), default=0)
         chosen = filthiest(candidates)
         if chosen is None:
             return None
@@ -164,7 +180,27 @@ class CleanerManager:
         sources = [SourceSegment(segment, fact, os.dup(segment.fd)) for segment, fact in zip(
             opened.segments, facts, strict=True)]
         horizon = delete_horizon_ms(facts, candidate.first_dirty_offset, opened.config.delete_retention_ms)
-        return CleaningPlan(opened.directory, opened.config, candidate, horizon, sources)
+        # the aborted transactions the pass may meet, from the .txnindex files (the loop owns them)
+        aborted = opened.collect_aborted_transactions(facts[0].base_offset, candidate.first_uncleanable_offset)
+        return CleaningPlan(opened.directory, opened.config, candidate, horizon, sources, aborted)
+
+    def uncleanable_by_dir(self) -> dict[Path, tuple[int, int]]:
+        """log dir → (partitions marked uncleanable, their cleanable bytes): Kafka's uncleanable-partitions-count and
+        uncleanable-bytes gauges of LogCleanerManager."""
+        result: dict[Path, tuple[int, int]] = {}
+        now = self._clock()
+        for tp, opened in self._logs().items():
+            if tp not in self.uncleanable:
+                continue
+            config = opened.config
+            first_dirty = first_dirty_offset(self.checkpointed_offsets(opened.log_dir).get(tp),
+                                             opened.log_start_offset, opened.log_end_offset)
+            lag = config.min_compaction_lag_ms
+            candidate = log_to_clean(tp[0], tp[1], segment_facts(opened, with_timestamps=lag > 0), first_dirty,
+                                     min_compaction_lag_ms=lag, max_compaction_lag_ms=LONG_MAX, now_ms=now)
+            count, size = result.get(opened.log_dir, (0, 0))
+            result[opened.log_dir] = (count + 1, size + candidate.cleanable_bytes)
+        return result
 
     # ----------------------------------------------------------------------------------------- swap
 
