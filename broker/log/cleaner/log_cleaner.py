@@ -4,7 +4,8 @@ Each of ``log.cleaner.threads`` workers is an asyncio task: on the loop it asks 
 compacted log and a plan, hands the plan to its cleaner worker process (:mod:`broker.log.cleaner.worker`: the
 reading, decompressing, filtering and writing, throttled by log.cleaner.io.max.bytes.per.second, at a lower
 priority, and above all away from the broker's GIL), waits for it on a thread of its own (which only waits on a
-socket), and back on the loop swaps the result in. With nothing to clean it waits log.cleaner.backoff.ms.
+socket), back on the loop swaps the result in (renames only), and has a thread make the swap durable (the fsyncs and
+the checkpoint). With nothing to clean it waits log.cleaner.backoff.ms. The worker processes start with the cleaner.
 
 ``in_process=True`` runs the cleanings on the threads instead, in this process (tests).
 """
