@@ -60,7 +60,8 @@ class LogService:
                                   log_dir_failure_channel=log_dir_failure_channel)
         # the cleaner compacts the logs of cleanup.policy=compact topics, on threads of its own (broker/log/cleaner)
         self.cleaner = LogCleaner(CleanerConfig.model_validate(config_properties), lambda: self.manager.logs, now_ms,
-                                  on_cleaned=on_log_cleaned)
+                                  on_cleaned=on_log_cleaned, log_dirs=lambda: self.manager.live_log_dirs,
+                                  high_watermarks=high_watermarks)
         self.zk = zk
         self._high_watermarks = high_watermarks
         self._task: asyncio.Task | None = None

@@ -408,7 +408,8 @@ class KafkaServer:
             purgatories=[self.replica_io.produce_purgatory, self.replica_io.fetch_purgatory,
                          self.replica_io.delete_records_purgatory,
                          self.group_manager.coordinator.heartbeat_purgatory,
-                         self.group_manager.coordinator.join_purgatory])
+                         self.group_manager.coordinator.join_purgatory],
+            cleaner=self.log_service.cleaner)
 
     # --- ZooKeeper session --------------------------------------------------------------------------------
 

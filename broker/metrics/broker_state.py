@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from broker.clientplane.network import SocketServer
+from broker.log.cleaner.log_cleaner import LogCleaner
 from broker.metadata_cache import MetadataCache
 from broker.metrics.snapshot import BrokerSnapshot, PartitionSample, RequestTimes
 from broker.metrics.topic_stats import IsrStats
@@ -36,7 +37,8 @@ def snapshot_broker(*, broker_id: int, replica_manager: ReplicaManager, replica_
                     min_insync_replicas: Callable[[Partition], int], isr_stats: IsrStats,
                     socket_server: SocketServer, metadata_cache: MetadataCache,
                     controller: KafkaController | None, fetchers: ReplicaFetcherManager,
-                    purgatories: Iterable[DelayedOperationPurgatory]) -> BrokerSnapshot:
+                    purgatories: Iterable[DelayedOperationPurgatory],
+                    cleaner: LogCleaner | None = None) -> BrokerSnapshot:
     partitions = [sample_partition(p, min_insync_replicas(p)) for p in list(replica_io.hosted.values())]
     active = controller is not None and controller.is_active
     ctx = controller.ctx if active else None
@@ -59,4 +61,5 @@ def snapshot_broker(*, broker_id: int, replica_manager: ReplicaManager, replica_
         replica_fetcher_max_lag=max((state.lag for fetcher in list(fetchers.fetchers.values())
                                      for state in list(fetcher.partitions.values())), default=0),
         purgatory_size={p.name: p.watched for p in purgatories},
-        purgatory_delayed={p.name: p.num_delayed for p in purgatories})
+        purgatory_delayed={p.name: p.num_delayed for p in purgatories},
+        cleaner=cleaner.metrics() if cleaner is not None and cleaner.running else None)

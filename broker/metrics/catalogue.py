@@ -119,6 +119,28 @@ PARTITION_UNDER_MIN_ISR = kafka("kafka.cluster", "Partition", "UnderMinIsr", G, 
 PARTITION_AT_MIN_ISR = kafka("kafka.cluster", "Partition", "AtMinIsr", G, TP,
                              "1 if led here with exactly min.insync.replicas in-sync replicas")
 
+# kafka.log:type=LogCleaner and type=LogCleanerManager (only while the cleaner runs, as Kafka creates it only then)
+CLEANER_BUFFER = kafka("kafka.log", "LogCleaner", "max-buffer-utilization-percent", G, (),
+                       "The fullest offset map of the cleaner threads' last cleanings, percent")
+CLEANER_RECOPY = kafka("kafka.log", "LogCleaner", "cleaner-recopy-percent", G, (),
+                       "Bytes written over bytes read by the cleaner threads' last cleanings, percent")
+CLEANER_MAX_TIME = kafka("kafka.log", "LogCleaner", "max-clean-time-secs", G, (),
+                         "The longest of the cleaner threads' last cleanings, seconds")
+CLEANER_MAX_DELAY = kafka("kafka.log", "LogCleaner", "max-compaction-delay-secs", G, (),
+                          "How far past max.compaction.lag.ms the oldest dirty record was when a thread last chose "
+                          "a log, seconds")
+CLEANER_DEAD_THREADS = kafka("kafka.log", "LogCleaner", "DeadThreadCount", G, (), "Cleaner threads that died")
+CLEANER_MAX_DIRTY = kafka("kafka.log", "LogCleanerManager", "max-dirty-percent", G, (),
+                          "The highest dirty ratio of the compacted logs at the last choice, percent")
+CLEANER_SINCE_RUN = kafka("kafka.log", "LogCleanerManager", "time-since-last-run-ms", G, (),
+                          "Milliseconds since a cleaner thread last looked for a log to clean")
+UNCLEANABLE_PARTITIONS = kafka("kafka.log", "LogCleanerManager", "uncleanable-partitions-count", G,
+                               ("logDirectory",), "Partitions whose cleaning failed (skipped until a restart)")
+UNCLEANABLE_BYTES = kafka("kafka.log", "LogCleanerManager", "uncleanable-bytes", G, ("logDirectory",),
+                          "Cleanable bytes of those partitions")
+CLEANER = [CLEANER_BUFFER, CLEANER_RECOPY, CLEANER_MAX_TIME, CLEANER_MAX_DELAY, CLEANER_DEAD_THREADS,
+           CLEANER_MAX_DIRTY, CLEANER_SINCE_RUN, UNCLEANABLE_PARTITIONS, UNCLEANABLE_BYTES]
+
 # kafkasim's own: Kafka 2.x has no MBean for these
 HIGH_WATERMARK = own("kafkasim_partition_highwatermark", G, TP,
                      "The replica's high watermark (the leader's, or what a follower last learnt, capped by its LEO)")
@@ -138,5 +160,6 @@ ALL: list[MetricDef] = [
     LOG_END_OFFSET, LOG_START_OFFSET, LOG_SIZE, LOG_SEGMENTS,
     PARTITION_UNDER_REPLICATED, PARTITION_ISR_COUNT, PARTITION_REPLICAS_COUNT, PARTITION_UNDER_MIN_ISR,
     PARTITION_AT_MIN_ISR,
+    *CLEANER,
     HIGH_WATERMARK, FOLLOWER_LAG, BROKER_EPOCH, CONTROLLER_EPOCH,
 ]

@@ -154,6 +154,7 @@ def families(snapshot: BrokerSnapshot, cache: QuantileCache | None = None) -> li
         # Kafka's replica fetcher manager is registered with clientId "Replica"
         Family(c.MAX_LAG, [(c.MAX_LAG.name, labels_of(clientId="Replica"), s.replica_fetcher_max_lag)]),
     ]
+    result += _cleaner(s)
     labels = [labels_of(topic=p.topic, partition=str(p.partition)) for p in parts]
 
     def per_partition(definition: MetricDef, value: Callable) -> Family:
@@ -181,6 +182,28 @@ def families(snapshot: BrokerSnapshot, cache: QuantileCache | None = None) -> li
         _one(c.CONTROLLER_EPOCH, s.controller_epoch),
     ]
     return result
+
+
+def _cleaner(snapshot: BrokerSnapshot) -> list[Family]:
+    """LogCleaner's and LogCleanerManager's gauges; no samples when the cleaner does not run (Kafka does not create
+    it then)."""
+    m = snapshot.cleaner
+    if m is None:
+        return [Family(definition) for definition in c.CLEANER]
+    per_dir = sorted(m.uncleanable.items())
+    return [
+        _one(c.CLEANER_BUFFER, m.max_buffer_utilization_percent),
+        _one(c.CLEANER_RECOPY, m.cleaner_recopy_percent),
+        _one(c.CLEANER_MAX_TIME, m.max_clean_time_secs),
+        _one(c.CLEANER_MAX_DELAY, m.max_compaction_delay_secs),
+        _one(c.CLEANER_DEAD_THREADS, m.dead_thread_count),
+        _one(c.CLEANER_MAX_DIRTY, m.max_dirty_percent),
+        _one(c.CLEANER_SINCE_RUN, m.time_since_last_run_ms),
+        Family(c.UNCLEANABLE_PARTITIONS, [(c.UNCLEANABLE_PARTITIONS.name, labels_of(logDirectory=d), n)
+                                          for d, (n, _) in per_dir]),
+        Family(c.UNCLEANABLE_BYTES, [(c.UNCLEANABLE_BYTES.name, labels_of(logDirectory=d), size)
+                                     for d, (_, size) in per_dir]),
+    ]
 
 
 class BrokerExposition:

@@ -8,6 +8,7 @@ import concurrent.futures
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from broker.log.cleaner.log_cleaner import CleanerMetrics
 from broker.metrics.topic_stats import BrokerTopicStats, IsrStats
 
 
@@ -67,6 +68,7 @@ class BrokerSnapshot:
     replica_fetcher_max_lag: int = 0    # over the partitions this broker follows
     purgatory_size: dict[str, int] = field(default_factory=dict)                # delayed operation -> watched
     purgatory_delayed: dict[str, int] = field(default_factory=dict)             # delayed operation -> pending
+    cleaner: CleanerMetrics | None = None  # None when the log cleaner does not run (log.cleaner.enable=false)
 
 
 def on_loop(loop: asyncio.AbstractEventLoop, take: Callable[[], BrokerSnapshot],

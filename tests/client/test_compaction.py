@@ -18,6 +18,8 @@ from broker.group.coordinator import partition_for
 from tests.client.support import bootstrap, leader_of
 from tests.harness import RunningCluster, module_cluster, wait_until
 from tests.log.cleaner_support import read_segments
+from tests.metrics.support import scrape
+from tests.metrics.support import value as sample
 from traces import events as te
 
 pytestmark = [pytest.mark.processes, pytest.mark.slow]
@@ -148,6 +150,16 @@ def test_every_replica_compacts_its_log_and_a_consumer_from_offset_0_sees_the_la
             if r.key not in in_active:
                 assert r.value == latest[r.key]
         assert len(outside) <= KEYS and len(records) < produced
+        # Kafka's LogCleaner and LogCleanerManager gauges on each broker's /metrics (log dir in the label)
+        samples = scrape(cluster, broker.broker_id)
+        log_dir = str(cluster.layout.broker_dir(broker.broker_id) / "logs")
+        assert 0 < sample(samples, "kafka_log_logcleaner_cleaner_recopy_percent") < 100, "wrote less than it read"
+        assert 0 <= sample(samples, "kafka_log_logcleaner_max_buffer_utilization_percent") < 1, "40 keys, 128 MiB"
+        assert sample(samples, "kafka_log_logcleaner_deadthreadcount") == 0
+        assert 0 <= sample(samples, "kafka_log_logcleanermanager_time_since_last_run_ms") < 60_000
+        assert ("kafka_log_logcleanermanager_uncleanable_partitions_count",
+                frozenset({("logDirectory", log_dir)})) in samples
+        assert sample(samples, "kafka_log_logcleanermanager_uncleanable_partitions_count", logDirectory=log_dir) == 0
 
     consumer = Consumer({"bootstrap.servers": bootstrap(cluster), "group.id": "compaction-reader",
                          "enable.auto.commit": False})

@@ -72,3 +72,27 @@ def read_segments(directory: Path) -> list[StoredRecord]:
             for record in batch:
                 found.append(StoredRecord(int(path.name[:20]), record.offset, record.key, record.value))
     return found
+
+
+@dataclass(frozen=True)
+class StoredBatch:
+    base_offset: int
+    last_offset: int
+    producer_id: int
+    control: bool
+    transactional: bool
+    keys: tuple[bytes | None, ...]
+
+
+def read_batches(directory: Path) -> list[StoredBatch]:
+    """Every batch of every ``.log`` file in offset order, as kafka-python reads it (CRCs checked)."""
+    found = []
+    for path in sorted(directory.glob("*.log")):
+        records = MemoryRecords(path.read_bytes())
+        while records.has_next():
+            batch = records.next_batch()
+            assert batch.validate_crc(), f"bad CRC in {path} at offset {batch.base_offset}"
+            found.append(StoredBatch(batch.base_offset, batch.base_offset + batch.last_offset_delta,
+                                     batch.producer_id, batch.is_control_batch, batch.is_transactional,
+                                     tuple(record.key for record in batch)))
+    return found

@@ -13,6 +13,7 @@ from broker.log.cleaner.manager import CLEANER_OFFSET_CHECKPOINT, CleanerManager
 from broker.log.cleaner.offset_map import OffsetMap
 from broker.log.cleaner.throttler import Throttler
 from broker.log.checkpoint import OffsetCheckpointFile
+from broker.log.log import Log
 from broker.log.records import GZIP
 from tests.log.cleaner_support import clean_once, open_log, produce, read_segments
 from traces.events import LogCleaned
@@ -247,25 +248,76 @@ def test_the_cleaner_threads_clean_a_dirty_log_and_stop_cleanly(tmp_path, clock,
     pids = []
 
     async def run() -> None:
-        cleaner = LogCleaner(CleanerConfig.model_validate({"log.cleaner.backoff.ms": 50}),
+        # a map of 80 entries (24 bytes each): the 20 keys fill a quarter of it
+        cleaner = LogCleaner(CleanerConfig.model_validate({"log.cleaner.backoff.ms": 50,
+                                                           "log.cleaner.dedupe.buffer.size": 80 * 24}),
                              lambda: {log_.topic_partition: log_}, clock, on_cleaned=reports.append,
                              in_process=in_process)
         cleaner.startup()
+        started.extend(cleaner.worker_pids())  # as Kafka starts its cleaner threads: with the broker
         deadline = time.monotonic() + 20
         while not reports and time.monotonic() < deadline:
             await asyncio.sleep(0.02)
         pids.extend(cleaner.worker_pids())
+        gauges.append(cleaner.metrics())
         await cleaner.shutdown()
 
+    started: list[int] = []
+    gauges = []
     asyncio.run(run())
     assert reports and reports[0].end_offset == log_.active_segment.base_offset
+    # the swap's fsyncs and the checkpoint ran on a thread, after the swap: the file names the cleaned offset
+    assert OffsetCheckpointFile(tmp_path / CLEANER_OFFSET_CHECKPOINT).read() == {
+        log_.topic_partition: reports[-1].end_offset}
+    # Kafka's LogCleaner and LogCleanerManager gauges after that cleaning
+    [m] = gauges
+    assert m.max_buffer_utilization_percent == 25
+    assert 0 < m.cleaner_recopy_percent < 100, "compaction wrote less than it read"
+    assert m.max_clean_time_secs >= 0 and m.dead_thread_count == 0 and m.max_compaction_delay_secs == 0
+    assert 0 <= m.max_dirty_percent <= 100 and m.time_since_last_run_ms >= 0
+    assert m.uncleanable == {str(tmp_path): (0, 0)}
     if in_process:
-        assert reports[0].cleaner_pid == os.getpid() and not pids
+        assert reports[0].cleaner_pid == os.getpid() and not pids and not started
     else:
-        assert pids == [reports[0].cleaner_pid] and pids[0] != os.getpid()
+        assert pids == [reports[0].cleaner_pid] == started and pids[0] != os.getpid()
         assert not psutil.pid_exists(pids[0]), "the broker's shutdown ends its cleaner worker process"
     _check_compacted(log_, latest, tombstones_gone=False)
     assert not list(log_.directory.glob("*.cleaned")) and not list(log_.directory.glob("*.swap"))
+
+
+def test_checkpoints_written_off_the_loop_never_go_back(tmp_path, clock):
+    """Two cleanings' checkpoints written by threads in the other order: the later snapshot stays."""
+    first = open_log(tmp_path, clock)
+    second = Log.open(tmp_path / "compacted-1", first.config, clock=clock)
+    logs = {first.topic_partition: first, second.topic_partition: second}
+    manager = CleanerManager(lambda: logs, clock)
+    path = tmp_path / CLEANER_OFFSET_CHECKPOINT
+    manager.checkpointed_offsets(tmp_path)[first.topic_partition] = 10
+    earlier = manager.make_durable(first)
+    manager.checkpointed_offsets(tmp_path)[second.topic_partition] = 20
+    later = manager.make_durable(second)
+    later()
+    earlier()
+    assert OffsetCheckpointFile(path).read() == {first.topic_partition: 10, second.topic_partition: 20}
+    # a log whose directory went away meanwhile (deleted) is no error: the checkpoint is still written
+    manager.checkpointed_offsets(tmp_path)[first.topic_partition] = 30
+    gone = manager.make_durable(first)
+    first.close()
+    first.directory.rename(tmp_path / "compacted-0.abc-delete")
+    gone()
+    assert OffsetCheckpointFile(path).read()[first.topic_partition] == 30
+
+
+def test_a_failed_cleaning_counts_its_partition_and_bytes_as_uncleanable(tmp_path, clock):
+    log_ = open_log(tmp_path, clock)
+    _fill(log_, clock, batches=300)
+    manager, opened, plan = _planned(log_, clock)
+    assert manager.dirtiest_ratio > 0.5 and manager.uncleanable_by_dir() == {}
+    manager.failed(opened, plan)
+    [(log_dir, (count, size))] = manager.uncleanable_by_dir().items()
+    assert log_dir == tmp_path and count == 1
+    assert size == sum(s.size for s in log_.segments[:-1]), "nothing cleaned yet: every inactive segment"
+    assert manager.grab_filthiest() is None, "skipped until the broker restarts (KIP-346)"
 
 
 def _planned(log_, clock):
@@ -292,6 +344,7 @@ def test_a_cleaning_runs_in_a_worker_process_that_writes_the_cleaned_files(tmp_p
         assert process.ppid() == os.getpid()
         assert "broker.log.cleaner.worker" in process.cmdline()
         assert process.nice() > psutil.Process().nice(), "the worker lowers its priority"
+        assert os.sched_getscheduler(pid) == os.SCHED_IDLE, "it runs only on CPU time nothing else wants"
         assert all(g.cleaned.log_path.name.endswith(".log.cleaned") for g in result.groups)
         assert sorted(p.name for p in log_.directory.glob("*.log.cleaned")) == sorted(
             g.cleaned.log_path.name for g in result.groups), "the worker wrote them, the broker has not swapped yet"
@@ -437,3 +490,100 @@ def test_a_compacted_log_refuses_a_record_without_a_key_as_kafka_does(tmp_path, 
     plain = open_log(tmp_path / "plain", clock, **{"cleanup.policy": "delete"})
     produce(plain, clock, [(None, b"2")])
     assert plain.log_end_offset == 1
+
+
+def test_aborted_data_goes_at_once_and_the_markers_once_past_the_horizon(tmp_path, clock):
+    """Kafka's transactional rules: the first pass removes the aborted transaction's data and keeps both markers;
+    the markers go only in a pass past the delete horizon, once their transactions' data is gone."""
+    from broker.log.records import Record, build_batch, build_end_txn_marker
+    from broker.log.transactions import AbortedTxn
+    from tests.log.cleaner_support import read_batches
+
+    log_ = open_log(tmp_path, clock, **{"delete.retention.ms": 1000})
+
+    def txn(producer_id: int, keys: list[bytes], value: bytes, sequence: int) -> None:
+        records = [Record(k, value, clock()) for k in keys]
+        log_.append_as_leader(build_batch(records, producer_id=producer_id, producer_epoch=0, base_sequence=sequence,
+                                          transactional=True), 0)
+
+    def marker(producer_id: int, *, abort: bool) -> None:
+        log_.append_as_leader(build_end_txn_marker(producer_id=producer_id, producer_epoch=0, abort=abort,
+                                                   coordinator_epoch=1, timestamp=clock()), 0, from_coordinator=True)
+
+    txn(7, KEYS[0:3], b"aborted", 0)
+    txn(8, KEYS[3:6], b"committed-1", 0)
+    txn(7, KEYS[0:3], b"aborted-too", 3)
+    marker(7, abort=True)
+    marker(8, abort=False)
+    txn(8, KEYS[3:6], b"committed-2", 3)  # pid 8's next transaction replaces its first one's values
+    marker(8, abort=False)
+    abort_offset = 9
+    rng = random.Random(5)
+
+    def more(n: int) -> None:
+        for i in range(n):
+            produce(log_, clock, [(rng.choice(KEYS[6:]), f"plain-{i}".encode() * 8)])
+
+    more(80)
+    assert log_.collect_aborted_transactions(0, log_.log_end_offset) == [AbortedTxn(7, 0, abort_offset, 3)]
+    assert clean_once(log_, clock) is not None
+    batches = read_batches(log_.directory)
+    assert not [b for b in batches if b.producer_id == 7 and not b.control and b.keys], "aborted data gone"
+    # pid 7's last data batch stays as an empty batch (its sequence), as Kafka's RETAIN_EMPTY keeps it
+    assert [b for b in batches if b.producer_id == 7 and not b.control and not b.keys]
+    markers = [b for b in batches if b.control]
+    assert [(b.producer_id, b.base_offset) for b in markers] == [(7, abort_offset), (8, 10), (8, 14)]
+    records = read_segments(log_.directory)
+    assert not [r for r in records if r.key in KEYS[0:3]], "a consumer never sees the aborted values"
+    assert {r.key: r.value for r in records if r.key in KEYS[3:6]} == dict.fromkeys(KEYS[3:6], b"committed-2")
+    # the abort marker stays (its data went in this pass), indexed again in the cleaned segment
+    assert log_.collect_aborted_transactions(0, log_.log_end_offset) == [AbortedTxn(7, 0, abort_offset, 3)]
+
+    # the empty batch holds pid 7's last sequence, so it stays, and with it the marker: pid 7's next transaction
+    txn(7, KEYS[6:7], b"seven-again", 6)
+    marker(7, abort=False)
+    # two more passes: the segments cleaned so far get old, the horizon passes them in the third
+    old = (clock() - 10_000) / 1000
+    for segment in log_.segments[:-1]:
+        os.utime(segment.log_path, (old, old))
+    more(80)
+    assert clean_once(log_, clock) is not None
+    batches = read_batches(log_.directory)
+    assert not [b for b in batches if b.producer_id == 7 and b.base_offset < abort_offset], "no longer the last"
+    assert [b.base_offset for b in batches if b.control][:3] == [abort_offset, 10, 14], \
+        "within the horizon the markers stay"
+    # the abort marker met its (empty) batch in this pass: still indexed
+    assert log_.collect_aborted_transactions(0, log_.log_end_offset) == [AbortedTxn(7, 0, abort_offset, 3)]
+    more(80)
+    assert clean_once(log_, clock) is not None
+    markers = [b for b in read_batches(log_.directory) if b.control]
+    assert abort_offset not in [b.base_offset for b in markers], "no data left, past the horizon: gone"
+    assert 10 not in [b.base_offset for b in markers], "its transaction's records were all replaced: gone"
+    assert 14 in [b.base_offset for b in markers], "its transaction's data is still there: it stays"
+    assert log_.collect_aborted_transactions(0, log_.log_end_offset) == []
+    assert {r.key: r.value for r in read_segments(log_.directory) if r.key in KEYS[3:6]} == dict.fromkeys(
+        KEYS[3:6], b"committed-2")
+    assert log_.ongoing_transactions == {} and log_.last_stable_offset(log_.log_end_offset) == log_.log_end_offset
+
+
+def test_an_open_transaction_and_what_follows_it_are_not_cleaned(tmp_path, clock):
+    """Its fate is not known: if it aborts, the value before it is the key's latest (Kafka's first unstable
+    offset bounds the cleanable section, at the base of the segment holding it)."""
+    from broker.log.records import Record, build_batch
+    from tests.log.cleaner_support import read_batches
+
+    log_ = open_log(tmp_path, clock)
+    _fill(log_, clock, batches=150)
+    produce(log_, clock, [(KEYS[0], b"before-the-transaction")])
+    first = log_.log_end_offset
+    log_.append_as_leader(build_batch([Record(KEYS[0], b"pending", clock())], producer_id=9, producer_epoch=0,
+                                      base_sequence=0, transactional=True), 0)
+    _fill(log_, clock, batches=150, seed=8)
+    holding = max(s.base_offset for s in log_.segments if s.base_offset <= first)
+    assert holding < log_.active_segment.base_offset
+    report = clean_once(log_, clock)
+    assert report is not None and report.end_offset <= holding
+    values = [r.value for r in read_segments(log_.directory) if r.key == KEYS[0]]
+    assert b"before-the-transaction" in values and b"pending" in values
+    assert [b for b in read_batches(log_.directory) if b.producer_id == 9 and b.keys == (KEYS[0],)]
+    assert min(s.base_offset for s in log_.segments if s.base_offset >= holding) == holding, "untouched from there"

@@ -175,6 +175,10 @@ def test_max_compaction_lag_makes_a_log_below_its_ratio_cleanable():
     overdue = log_to_clean("t", 0, segments, 100, min_compaction_lag_ms=0, max_compaction_lag_ms=100, now_ms=1000)
     assert overdue.need_compaction_now and overdue.cleanable_ratio < 0.5
     assert filthiest([(overdue, 0.5)]) is overdue
+    # max-compaction-delay-secs: the dirty segment's first batch (at 50) is 850 ms past now - max.compaction.lag.ms
+    assert overdue.max_compaction_delay_ms == 1000 - 100 - 50
+    in_time = log_to_clean("t", 0, segments, 100, min_compaction_lag_ms=0, max_compaction_lag_ms=5000, now_ms=1000)
+    assert not in_time.need_compaction_now and in_time.max_compaction_delay_ms == 0
 
 
 def test_the_delete_horizon_is_the_last_clean_segments_mtime_minus_delete_retention():
@@ -252,3 +256,56 @@ def test_a_dynamic_change_may_turn_compaction_on_and_a_bad_policy_is_refused_as_
     with pytest.raises(ConfigError) as info:
         validate_topic_overrides("t", {"cleanup.policy": "shred"}, LogConfig())
     assert info.value.error_code == ErrorCode.invalid_request
+
+
+def _header(base: int, last: int, producer_id: int, *, transactional: bool = True, control: bool = False):
+    from broker.log.record_batch import CONTROL_FLAG, TRANSACTIONAL_FLAG, BatchHeader
+
+    attributes = (TRANSACTIONAL_FLAG if transactional else 0) | (CONTROL_FLAG if control else 0)
+    return BatchHeader(base_offset=base, batch_length=100, partition_leader_epoch=0, magic=2, crc=0,
+                       attributes=attributes, last_offset_delta=last - base, base_timestamp=0, max_timestamp=0,
+                       producer_id=producer_id, producer_epoch=0, base_sequence=0, records_count=last - base + 1)
+
+
+def test_aborted_data_goes_and_its_abort_marker_stays_for_one_more_pass():
+    from broker.log.cleaner.transactions import CleanedTransactions
+    from broker.log.transactions import ABORT, COMMIT, AbortedTxn
+
+    aborted = AbortedTxn(producer_id=1, first_offset=0, last_offset=5, last_stable_offset=2)
+    txns = CleanedTransactions([aborted])
+    assert txns.on_data_batch(_header(0, 1, 1)), "pid 1's data: aborted"
+    assert not txns.on_data_batch(_header(2, 3, 2)), "pid 2's data: committed later"
+    assert not txns.on_data_batch(_header(4, 4, 3, transactional=False)), "not transactional"
+    # the abort marker met data of its transaction in this pass: it stays, indexed in the cleaned segment
+    assert not txns.on_control_batch(_header(5, 5, 1, control=True), ABORT)
+    assert txns.cleaned_index == [aborted]
+    # the commit marker met data of its transaction too: it stays
+    assert not txns.on_control_batch(_header(6, 6, 2, control=True), COMMIT)
+
+    # next pass: the aborted data is gone, so are the committed records (replaced by later values)
+    later = CleanedTransactions([aborted])
+    assert later.on_control_batch(_header(5, 5, 1, control=True), ABORT), "no data met: the marker may go"
+    assert later.on_control_batch(_header(6, 6, 2, control=True), COMMIT)
+    assert later.cleaned_index == []
+    assert later.on_control_batch(_header(7, 7, 2, control=True), None), "a marker batch emptied before"
+
+
+def test_a_transaction_of_the_same_producer_after_an_aborted_one_is_committed_data():
+    from broker.log.cleaner.transactions import CleanedTransactions, overlapping
+    from broker.log.transactions import ABORT, AbortedTxn
+
+    earlier = AbortedTxn(producer_id=1, first_offset=0, last_offset=2, last_stable_offset=3)
+    txns = CleanedTransactions(overlapping([earlier], 3, 10))  # a range after that transaction
+    assert not txns.on_data_batch(_header(3, 4, 1)), "pid 1's next transaction is not the aborted one"
+    txns = CleanedTransactions(overlapping([earlier], 0, 10))
+    assert txns.on_data_batch(_header(0, 1, 1))
+    assert not txns.on_control_batch(_header(2, 2, 1, control=True), ABORT)
+    assert not txns.on_data_batch(_header(3, 4, 1)), "after its abort marker, pid 1's data is a new transaction"
+
+
+def test_the_first_unstable_offset_bounds_the_cleanable_section_at_its_segments_base():
+    segments = facts(100, 100, 100, 100)  # bases 0, 100, 200, 300 (active)
+    assert first_uncleanable_offset(segments, 0, min_compaction_lag_ms=0, now_ms=0) == 300
+    assert first_uncleanable_offset(segments, 0, min_compaction_lag_ms=0, now_ms=0, first_unstable_offset=150) == 100
+    assert first_uncleanable_offset(segments, 200, min_compaction_lag_ms=0, now_ms=0,
+                                    first_unstable_offset=150) == 200, "never below the first dirty offset"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections import Counter
 from pathlib import Path
@@ -9,6 +10,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from broker.log.cleaner.log_cleaner import CleanerMetrics
 from broker.metrics import catalogue
 from broker.metrics.collector import BrokerExposition, families, label_value, render
 from broker.metrics.names import PERCENTILES, Kind, exporter_name, quantile_label, request_label
@@ -86,7 +88,10 @@ def hand_made() -> BrokerSnapshot:
         requests={("PRODUCE", 7): 5}, errors={("PRODUCE", "NONE"): 4, ("PRODUCE", "NOT_LEADER_OR_FOLLOWER"): 1},
         request_times={("TotalTimeMs", "PRODUCE"): RequestTimes(100, times)},
         purgatory_size={"Produce": 1, "Fetch": 3}, purgatory_delayed={"Produce": 1, "Fetch": 2},
-        replica_fetcher_max_lag=5)
+        replica_fetcher_max_lag=5,
+        cleaner=CleanerMetrics(max_buffer_utilization_percent=12, cleaner_recopy_percent=5, max_clean_time_secs=3,
+                               max_compaction_delay_secs=0, dead_thread_count=0, max_dirty_percent=61,
+                               time_since_last_run_ms=250, uncleanable={"/data/a": (0, 0), "/data/b": (1, 4096)}))
 
 
 def scrape(snapshot: BrokerSnapshot) -> dict[tuple[str, frozenset], float]:
@@ -143,6 +148,24 @@ def test_partition_gauges_and_follower_lag_come_from_the_leader():
     # a follower not heard from in this leader epoch has no lag sample
     assert ("kafkasim_partition_follower_lag", frozenset({("topic", "a"), ("partition", "1"), ("replica", "3")})) \
         not in samples
+
+
+def test_the_log_cleaner_gauges_have_kafkas_names_and_a_log_directory_label():
+    samples = scrape(hand_made())
+    assert samples[("kafka_log_logcleaner_max_buffer_utilization_percent", frozenset())] == 12
+    assert samples[("kafka_log_logcleaner_cleaner_recopy_percent", frozenset())] == 5
+    assert samples[("kafka_log_logcleaner_max_clean_time_secs", frozenset())] == 3
+    assert samples[("kafka_log_logcleaner_max_compaction_delay_secs", frozenset())] == 0
+    assert samples[("kafka_log_logcleaner_deadthreadcount", frozenset())] == 0
+    assert samples[("kafka_log_logcleanermanager_max_dirty_percent", frozenset())] == 61
+    assert samples[("kafka_log_logcleanermanager_time_since_last_run_ms", frozenset())] == 250
+    assert samples[("kafka_log_logcleanermanager_uncleanable_partitions_count",
+                    frozenset({("logDirectory", "/data/b")}))] == 1
+    assert samples[("kafka_log_logcleanermanager_uncleanable_bytes", frozenset({("logDirectory", "/data/b")}))] == 4096
+    assert samples[("kafka_log_logcleanermanager_uncleanable_bytes", frozenset({("logDirectory", "/data/a")}))] == 0
+    # a broker whose cleaner does not run reports none of them, as Kafka creates no LogCleaner then
+    without = scrape(dataclasses.replace(hand_made(), cleaner=None))
+    assert not any(name.startswith("kafka_log_logcleaner") for name, _ in without)
 
 
 def test_every_reported_name_is_in_the_catalogue_and_documented():

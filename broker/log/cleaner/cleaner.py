@@ -20,14 +20,22 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from broker.log.cleaner.batch_filter import CodecUnavailable, filter_batch, keys_of, should_retain_record
+from broker.log.cleaner.batch_filter import (
+    CodecUnavailable,
+    empty_batch,
+    filter_batch,
+    keys_of,
+    should_retain_record,
+)
 from broker.log.cleaner.offset_map import OffsetMap
 from broker.log.cleaner.selection import LogToClean, SegmentFacts, group_segments
 from broker.log.cleaner.throttler import Throttler
+from broker.log.cleaner.transactions import CleanedTransactions, overlapping
 from broker.log.config import LogConfig
 from broker.log.file_records import scan_batch_headers
-from broker.log.record_batch import HEADER_SIZE, TRANSACTIONAL_FLAG, BatchHeader, parse_header
+from broker.log.record_batch import HEADER_SIZE, BatchHeader, parse_header
 from broker.log.segment import CLEANED_SUFFIX, LogSegment, segment_file_name
+from broker.log.transactions import AbortedTxn, control_record_type
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +78,7 @@ class CleaningJob:
     delete_horizon_ms: int
     now_ms: int
     sources: list[JobSegment]  # every segment of the log, the active one last
+    aborted: list[AbortedTxn] = field(default_factory=list)  # the log's aborted transactions in the range read
 
 
 @dataclass
@@ -92,10 +101,11 @@ class CleaningPlan:
     candidate: LogToClean
     delete_horizon_ms: int
     sources: list[SourceSegment]  # every segment of the log, the active one last
+    aborted: list[AbortedTxn] = field(default_factory=list)  # from the .txnindex files, read on the loop
 
     def job(self, now_ms: int) -> CleaningJob:
         return CleaningJob(self.directory, self.config, self.candidate, self.delete_horizon_ms, now_ms,
-                           [JobSegment(s.facts, str(s.segment.log_path)) for s in self.sources])
+                           [JobSegment(s.facts, str(s.segment.log_path)) for s in self.sources], list(self.aborted))
 
     def fds(self) -> list[int]:
         return [s.fd for s in self.sources]
@@ -147,7 +157,9 @@ class CleanerStats:
     bytes_written: int = 0
     records_read: int = 0
     records_kept: int = 0
-    batches_kept_whole: int = 0  # copied without looking (control, transactional, or a codec not available)
+    batches_kept_whole: int = 0  # copied without looking (a marker kept, or a codec not available)
+    aborted_batches_removed: int = 0
+    markers_removed: int = 0
     keys: int = 0
     map_utilization: float = 0.0
     duration_s: float = 0.0
@@ -204,7 +216,8 @@ def clean_job(job: CleaningJob, fds: list[int], offset_map: OffsetMap, throttler
                 break
             if sources[i + 1].base_offset <= candidate.first_dirty_offset:
                 continue
-            if _map_segment(source, candidate.first_dirty_offset, offset_map, throttler, stats, should_stop):
+            txns = CleanedTransactions(overlapping(job.aborted, source.base_offset, sources[i + 1].base_offset))
+            if _map_segment(source, candidate.first_dirty_offset, offset_map, throttler, stats, should_stop, txns):
                 break  # full: this pass ends at the last batch mapped
         stats.keys, stats.map_utilization = len(offset_map), offset_map.utilization
         if offset_map.latest_offset < 0:
@@ -221,11 +234,16 @@ def clean_job(job: CleaningJob, fds: list[int], offset_map: OffsetMap, throttler
                                         file_suffix=CLEANED_SUFFIX)
             written.append(cleaned)
             groups.append((cleaned.base_offset, [s.base_offset for s in group]))
+            group_end = next((s.base_offset for s in sources if s.base_offset > group[-1].base_offset), end_offset)
+            # one view of the transactions per group, as Kafka's cleanSegments
+            txns = CleanedTransactions(overlapping(job.aborted, group[0].base_offset, group_end))
             for source in group:
-                _clean_into(source, cleaned, offset_map,
+                _clean_into(source, cleaned, offset_map, txns,
                             retain_deletes=source.facts.last_modified_ms > job.delete_horizon_ms,
                             last_batch_of_producer=last_batch_of_producer, throttler=throttler, stats=stats,
                             should_stop=should_stop)
+            for entry in txns.cleaned_index:  # the aborted transactions whose markers stay, with data gone now
+                cleaned.txn_index.append(entry)
             cleaned.on_become_inactive()
             cleaned.flush()
             cleaned.set_last_modified_ms(group[-1].facts.last_modified_ms)  # Kafka keeps the sources' mtime
@@ -264,31 +282,35 @@ def _read(source: _Readable, position: int, length: int) -> bytes:
 
 
 def _last_batch_of_each_producer(sources: list[_Readable]) -> dict[int, int]:
-    """producer id → base offset of its last batch in the log (the batch whose sequence must survive)."""
-    last: dict[int, int] = {}
+    """producer id → base offset of its last data batch in the log (the batch whose sequence must survive: Kafka's
+    lastDataOffset), or of its last marker for a producer with no data batch left."""
+    last_data: dict[int, int] = {}
+    last_marker: dict[int, int] = {}
     for source in sources:
         for _, header in scan_batch_headers(source.fd, 0, source.facts.size):
             if header.producer_id >= 0:
-                last[header.producer_id] = header.base_offset
-    return last
-
-
-def _kept_whole(header: BatchHeader) -> bool:
-    # kafkasim has no transaction coordinator, so no markers to apply: control and transactional batches are kept
-    return header.is_control or bool(header.attributes & TRANSACTIONAL_FLAG)
+                (last_marker if header.is_control else last_data)[header.producer_id] = header.base_offset
+    return {**last_marker, **last_data}
 
 
 def _map_segment(source: _Readable, start: int, offset_map: OffsetMap, throttler: Throttler,
-                 stats: CleanerStats, should_stop: Callable[[], bool]) -> bool:
-    """Put the segment's keyed records at or after ``start`` in the map; True when the map filled up."""
+                 stats: CleanerStats, should_stop: Callable[[], bool], txns: CleanedTransactions) -> bool:
+    """Put the segment's keyed records at or after ``start`` in the map, but those of markers and of aborted
+    transactions (Kafka's buildOffsetMapForSegment); True when the map filled up."""
     for header, batch in _batches(source):
         if should_stop():
             raise CleaningAborted()
+        # the transactions' view follows every batch, those before ``start`` too (a transaction may begin there)
+        if header.is_control:
+            txns.on_control_batch(header, control_record_type(batch))
+            mapped = False
+        else:
+            mapped = not txns.on_data_batch(header)
         if header.last_offset < start:
             continue
         throttler.maybe_throttle(header.size)
         stats.map_bytes_read += header.size
-        if not _kept_whole(header):
+        if mapped:
             try:
                 keys = list(keys_of(batch, header))
             except CodecUnavailable:
@@ -302,7 +324,8 @@ def _map_segment(source: _Readable, start: int, offset_map: OffsetMap, throttler
     return False
 
 
-def _clean_into(source: _Readable, cleaned: LogSegment, offset_map: OffsetMap, *, retain_deletes: bool,
+def _clean_into(source: _Readable, cleaned: LogSegment, offset_map: OffsetMap, txns: CleanedTransactions, *,
+                retain_deletes: bool,
                 last_batch_of_producer: dict[int, int], throttler: Throttler, stats: CleanerStats,
                 should_stop: Callable[[], bool]) -> None:
     def keep(offset: int, key: bytes | None, has_value: bool) -> bool:
@@ -325,14 +348,25 @@ def _clean_into(source: _Readable, cleaned: LogSegment, offset_map: OffsetMap, *
             raise CleaningAborted()
         throttler.maybe_throttle(header.size)
         stats.bytes_read += header.size
+        last_of_producer = header.producer_id >= 0 and last_batch_of_producer.get(header.producer_id) == \
+            header.base_offset
         written: bytes | None
-        if _kept_whole(header):
-            written = bytes(batch)
-            stats.batches_kept_whole += 1
+        if header.is_control:
+            # a marker goes only past the delete horizon, as tombstones do, and once its transaction's data is gone
+            if txns.on_control_batch(header, control_record_type(batch)) and not retain_deletes:
+                stats.markers_removed += 1
+                written = empty_batch(header) if last_of_producer and header.records_count else \
+                    bytes(batch) if last_of_producer else None
+            else:
+                written = bytes(batch)
+                stats.batches_kept_whole += 1
+        elif txns.on_data_batch(header):  # data of an aborted transaction: gone whole
+            stats.aborted_batches_removed += 1
+            stats.records_read += header.records_count
+            written = empty_batch(header) if last_of_producer else None
         else:
             try:
-                filtered = filter_batch(batch, header, keep, retain_empty=(
-                    header.producer_id >= 0 and last_batch_of_producer.get(header.producer_id) == header.base_offset))
+                filtered = filter_batch(batch, header, keep, retain_empty=last_of_producer)
             except CodecUnavailable:
                 log.warning("%s: batch at offset %d uses codec %d, not available here; kept whole",
                             source.path, header.base_offset, header.compression)

@@ -35,6 +35,7 @@ class LogToClean:
     clean_bytes: int
     cleanable_bytes: int
     need_compaction_now: bool = False
+    max_compaction_delay_ms: int = 0  # how long past max.compaction.lag.ms its oldest dirty record is (Kafka's)
 
     @property
     def total_bytes(self) -> int:
@@ -53,10 +54,15 @@ def first_dirty_offset(checkpointed: int | None, log_start_offset: int, log_end_
 
 
 def first_uncleanable_offset(segments: Sequence[SegmentFacts], first_dirty: int, *, min_compaction_lag_ms: int,
-                             now_ms: int) -> int:
+                             now_ms: int, first_unstable_offset: int | None = None) -> int:
     """The active segment's base, or with min.compaction.lag.ms the base of the first dirty segment holding a record
-    newer than the lag; never below the first dirty offset (Kafka's cleanableOffsets, no transactions here)."""
+    newer than the lag, or the base of the segment holding the first unstable offset (a transaction still open, or
+    whose marker is not replicated yet: its fate is not known); never below the first dirty offset (Kafka's
+    cleanableOffsets, rounded down to a segment's base as its calculateCleanableBytes does)."""
     bound = segments[-1].base_offset
+    if first_unstable_offset is not None:
+        holding = [s.base_offset for s in segments if s.base_offset <= first_unstable_offset]
+        bound = min(bound, holding[-1] if holding else segments[0].base_offset)
     if min_compaction_lag_ms > 0:
         for segment in _dirty_inactive(segments, first_dirty):
             if segment.largest_timestamp > now_ms - min_compaction_lag_ms:
@@ -66,18 +72,24 @@ def first_uncleanable_offset(segments: Sequence[SegmentFacts], first_dirty: int,
 
 
 def log_to_clean(topic: str, partition: int, segments: Sequence[SegmentFacts], first_dirty: int, *,
-                 min_compaction_lag_ms: int, max_compaction_lag_ms: int, now_ms: int) -> LogToClean:
+                 min_compaction_lag_ms: int, max_compaction_lag_ms: int, now_ms: int,
+                 first_unstable_offset: int | None = None) -> LogToClean:
     first_uncleanable = first_uncleanable_offset(segments, first_dirty, min_compaction_lag_ms=min_compaction_lag_ms,
-                                                 now_ms=now_ms)
+                                                 now_ms=now_ms, first_unstable_offset=first_unstable_offset)
     # Kafka's logSegments(from, to): from the segment holding ``from`` to the last one starting below ``to``
     clean = sum(s.size for s in _overlapping(segments, -1, first_dirty))
     cleanable = sum(s.size for s in _overlapping(segments, first_dirty, first_uncleanable))
-    need_now = False
+    need_now, delay = False, 0
     if max_compaction_lag_ms < LONG_MAX:
         stamps = [s.first_batch_timestamp for s in _dirty_inactive(segments, first_dirty)
                   if s.first_batch_timestamp >= 0]
         need_now = bool(stamps) and min(stamps) < now_ms - max_compaction_lag_ms
-    return LogToClean(topic, partition, first_dirty, first_uncleanable, clean, cleanable, need_now)
+        # Kafka's LogCleanerManager.maxCompactionDelay (first batch timestamps above 0 only)
+        positive = [stamp for stamp in stamps if stamp > 0]
+        clean_until = now_ms - max(max_compaction_lag_ms, 0)
+        if positive and min(positive) < clean_until:
+            delay = clean_until - min(positive)
+    return LogToClean(topic, partition, first_dirty, first_uncleanable, clean, cleanable, need_now, delay)
 
 
 def is_cleanable(candidate: LogToClean, min_cleanable_ratio: float) -> bool:

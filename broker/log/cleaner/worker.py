@@ -2,8 +2,8 @@
 
 A cleaner thread's Python loops (the offset map, the record walk, recompression) held the GIL long enough to slow
 the broker's event loop: produce p99 tripled while a cleaning ran (docs/compaction.md). So each of
-``log.cleaner.threads`` workers is a process of its own, started at the first cleaning, with a lower priority
-(``os.nice``). The broker keeps everything that touches the log it serves: the choice, the plan, the check that the
+``log.cleaner.threads`` workers is a process of its own, started with the cleaner, with a lower priority
+(SCHED_IDLE). The broker keeps everything that touches the log it serves: the choice, the plan, the check that the
 log still holds what was read, the swap and the checkpoint (:mod:`broker.log.cleaner.manager`). The worker gets the
 plan as data (:class:`broker.log.cleaner.cleaner.CleaningJob`) with the plan's own file descriptors of the source
 segments (SCM_RIGHTS over a socketpair: a segment renamed or deleted meanwhile stays readable, as before), writes the
@@ -48,7 +48,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-NICENESS = 10  # a weight of 110 against a nice-0 process's 1024: about a tenth of a CPU the broker wants too
+NICENESS = 10  # kept beside SCHED_IDLE (which ignores it) for a system without SCHED_IDLE
 HEADER = struct.Struct(">QI")
 FDS_PER_MESSAGE = 200  # the kernel takes at most 253 (SCM_MAX_FD) in one message
 PR_SET_PDEATHSIG = 1
@@ -111,7 +111,8 @@ def _close_all(fds: Sequence[int]) -> None:
 # --------------------------------------------------------------------------------------- broker's side
 
 class CleanerProcess:
-    """One worker process, seen from the broker: started on the first :meth:`clean`, one cleaning at a time.
+    """One worker process, seen from the broker: started by :meth:`start` (the cleaner's startup calls it) or by the
+    first :meth:`clean`, one cleaning at a time.
 
     :meth:`clean` blocks (a cleaner thread calls it; the thread only waits on the socket, it holds no GIL).
     :meth:`stop` may be called from any thread; :meth:`close` ends the process by its own PID.
@@ -260,10 +261,18 @@ def _die_with_parent(parent_pid: int) -> None:
 
 
 def _lower_priority() -> None:
-    """Nice the worker: it yields the CPU to its broker. With Linux's autogroup scheduling a nice value weighs only
-    inside the session, which is the broker's (the worker stays in it); a session of its own with a niced autogroup
-    was tried: on a loaded machine it starved the worker (17 s to start and clean a small log at load 13)."""
+    """The worker runs only on CPU time nothing else wants: SCHED_IDLE (weight 3 against a nice-0 task's 1024, and a
+    waking task of any other class preempts it at once), the nice value too, for a system without SCHED_IDLE.
+
+    Why not nice alone: with Linux's autogroup scheduling a nice value weighs only inside the session, the broker's
+    (the worker stays in it), and the session's weight against the other brokers' follows its runnable load, so a
+    nice-10 worker (weight 110) still took a tenth of a core from the followers an acks=all produce waits for;
+    SCHED_IDLE's weight of 3 leaves its session's weight to the broker's own load. A session of its own with a
+    niced autogroup was tried before: on a loaded machine it starved the worker (17 s to start and clean a small
+    log at load 13); SCHED_IDLE in the broker's session cleaned in 40-400 ms at load 10 (docs/compaction.md)."""
     os.nice(NICENESS)
+    with contextlib.suppress(AttributeError, OSError):
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
 
 
 def serve(sock: socket.socket, name: str, settings: dict) -> None:
@@ -301,6 +310,9 @@ def main(argv: Sequence[str]) -> int:
     fd, parent_pid, name, settings = int(argv[0]), int(argv[1]), argv[2], json.loads(argv[3])
     _die_with_parent(parent_pid)
     _lower_priority()
+    # kio's phantom types import hypothesis (and pytest, trio) when it is installed, a development environment's
+    # half CPU second at every worker start; the worker never uses it, so it is made unimportable here
+    sys.modules.setdefault("hypothesis", None)  # type: ignore[arg-type]
     with contextlib.suppress(ValueError, OSError):  # a cleaning receives a descriptor for every segment of its log
         hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
