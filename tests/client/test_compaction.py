@@ -11,7 +11,7 @@ import signal
 
 import psutil
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from broker.group.coordinator import partition_for
@@ -172,6 +172,64 @@ def test_every_replica_compacts_its_log_and_a_consumer_from_offset_0_sees_the_la
             assert message.error() is None, message.error()
             assert message.offset() > last_offset
             last_offset = message.offset()
+            seen[message.key()] = message.value()
+    finally:
+        consumer.close()
+    assert seen == latest
+
+
+def test_the_cleaner_removes_aborted_transactions_and_keeps_the_committed_latest_values(cluster):
+    """A transactional producer writes every key in each transaction, one transaction in three aborted: after
+    cleaning, no replica's segments hold aborted data outside the active segment, each key's record there is its
+    latest committed value, and a read_committed consumer from offset 0 sees exactly those."""
+    topic = "compacted-transactions"
+    create(cluster, topic, 1, 3, {"cleanup.policy": "compact", "segment.bytes": "16384",
+                                  "min.cleanable.dirty.ratio": "0.01"})
+    producer = Producer({"bootstrap.servers": bootstrap(cluster), "transactional.id": "compacting-writer",
+                         "linger.ms": 5})
+    producer.init_transactions(60)
+    latest: dict[bytes, bytes] = {}
+    for round_ in range(ROUNDS):
+        aborted = round_ % 3 == 1
+        producer.begin_transaction()
+        for k in range(KEYS):
+            key = f"key-{k}".encode()
+            value = f"{'aborted' if aborted else 'committed'}-{k}-{round_}-".encode() * 4
+            producer.produce(topic, value, key, partition=0)
+            if not aborted:
+                latest[key] = value
+        if aborted:
+            assert producer.flush(30) == 0  # the aborted values reach the log before their ABORT marker
+            producer.abort_transaction(30)
+        else:
+            producer.commit_transaction(30)
+
+    wait_until(lambda: all_cleaned(cluster, topic, 0), 60, "every replica's cleaner to reach its active segment",
+               interval_s=0.5)
+    for broker in cluster.spec.brokers:
+        directory = _partition_dir(cluster, broker.broker_id, topic, 0)
+        active = max(int(p.name[:20]) for p in directory.glob("*.log"))
+        data = [r for r in read_segments(directory) if r.key is not None and r.key.startswith(b"key-")]
+        outside = [r for r in data if r.offset < active]
+        assert outside, "segments were rolled and cleaned"
+        assert not [r for r in outside if r.value.startswith(b"aborted")], "aborted data left by the cleaner"
+        keys_outside = [r.key for r in outside]
+        assert len(keys_outside) == len(set(keys_outside)), "one record per key outside the active segment"
+        in_active = {r.key for r in data if r.offset >= active}
+        assert all(r.value == latest[r.key] for r in outside if r.key not in in_active)
+
+    consumer = Consumer({"bootstrap.servers": bootstrap(cluster), "group.id": "compacted-txn-reader",
+                         "enable.auto.commit": False, "isolation.level": "read_committed",
+                         "enable.partition.eof": True})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    seen: dict[bytes, bytes] = {}
+    try:
+        while True:
+            message = wait_until(lambda: consumer.poll(0.5), 30, "a record or the end of the partition")
+            if message.error() is not None:
+                assert message.error().code() == KafkaError._PARTITION_EOF, message.error()
+                break
+            assert not message.value().startswith(b"aborted")
             seen[message.key()] = message.value()
     finally:
         consumer.close()
