@@ -2,6 +2,7 @@
 
 ``python -m cluster.bench.compaction_latency [--seconds 30] [--interval-ms 2] [--rounds 1]``
 ``python -m cluster.bench.compaction_latency --alternate 10 --seconds 120`` (see ``run_alternating``)
+``--timeline`` (rounds mode): which records make the p99 (sent in a cleaning on the leader, a follower, near a roll).
 
 For each setting (``log.cleaner.enable=false``, then true), a fresh 3-broker cluster (classroom profile: the cleaner
 looks for dirty logs every second), one compacted partition (RF 3, 1 MiB segments, min.cleanable.dirty.ratio 0.5),
