@@ -220,7 +220,7 @@ class LogService:
                 if now - last_high_watermarks >= self.intervals.high_watermark_checkpoint_s:
                     high_watermarks = self._high_watermarks()
                     if high_watermarks is not last_written:  # the same mapping again: no HW moved since
-                        self.manager.write_high_watermarks(high_watermarks)
+                        await self.manager.write_high_watermarks_in_thread(high_watermarks)
                         last_written = high_watermarks
                     last_high_watermarks = now
                 if now - last_retention >= self.intervals.retention_check_s:

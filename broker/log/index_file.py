@@ -47,6 +47,14 @@ class IndexFile:
             self._file.flush()
             os.fsync(self._file.fileno())
 
+    def dup_for_sync(self) -> list[int]:
+        """Its buffered entries handed to the kernel, and a descriptor of its own to fsync elsewhere (a thread), which
+        stays valid whatever happens to this index meanwhile (closed, renamed, deleted)."""
+        if self._file is None:
+            return []
+        self._file.flush()
+        return [os.dup(self._file.fileno())]
+
     def close(self) -> None:
         if self._file is not None:
             self._file.close()

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import fcntl
 import logging
 import os
 import re
+import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -67,6 +69,10 @@ class LogManager:
         self.checkpoint_flusher = CheckpointFlusher()
         # what each checkpoint file was last written with: an unchanged one is not written (nor fsynced) again
         self._written: dict[Path, dict[TopicPartition, int]] = {}
+        # checkpoint files are written on the loop and (the high watermarks) in a thread: one at a time, newest wins
+        self._checkpoint_lock = threading.Lock()
+        self._checkpoint_writes = 0
+        self._checkpoint_written: dict[Path, int] = {}
         # logs with segments waiting for file.delete.delay.ms: the only ones delete_expired_files looks at
         self._pending_deletes: set[Log] = set()
 
@@ -251,12 +257,46 @@ class LogManager:
             self._write_checkpoint(log_dir / REPLICATION_OFFSET_CHECKPOINT, in_dir,
                                    "writing the high watermark checkpoint")
 
+    async def write_high_watermarks_in_thread(self, high_watermarks: Mapping[TopicPartition, int]) -> None:
+        """``write_high_watermarks`` with each file written and fsynced in a thread, as Kafka's scheduler thread
+        writes it (not a request handler): on the event loop, the temp file, its fsync, the rename and the
+        directory's fsync took 5-15 ms every 5 s on a busy disk, and every produce and fetch of the broker waited
+        (docs/compaction.md). The contents are taken here, on the loop; an error is reported here, on the loop,
+        through the log dir failure channel, as a write in place reports it."""
+        action = "writing the high watermark checkpoint"
+        for log_dir in self.live_log_dirs:
+            in_dir = {tp: high_watermarks[tp] for tp, _ in self._in_dir(log_dir) if tp in high_watermarks}
+            path = log_dir / REPLICATION_OFFSET_CHECKPOINT
+            if self._written.get(path) == in_dir:
+                continue
+            with self._io(log_dir, action):  # refused when the directory is offline already
+                self._checkpoint_writes += 1
+            generation = self._checkpoint_writes
+            error: OSError | None = None
+            try:
+                await asyncio.to_thread(self._write_unless_newer, path, in_dir, generation)
+            except OSError as exc:
+                error = exc
+            with self._io(log_dir, action):
+                if error is not None:
+                    raise error
+            self._written[path] = in_dir
+
+    def _write_unless_newer(self, path: Path, offsets: dict[TopicPartition, int], generation: int) -> None:
+        # a write in place (the shutdown's) may have come while this one waited: an older content never replaces it
+        with self._checkpoint_lock:
+            if self._checkpoint_written.get(path, 0) > generation:
+                return
+            OffsetCheckpointFile(path).write(offsets)
+            self._checkpoint_written[path] = generation
+
     def _write_checkpoint(self, path: Path, offsets: dict[TopicPartition, int], action: str) -> None:
         # an idle broker's checkpoints do not change: rewriting and fsyncing them every few seconds is all cost
         if self._written.get(path) == offsets:
             return
         with self._io(path.parent, action):
-            OffsetCheckpointFile(path).write(offsets)
+            self._checkpoint_writes += 1
+            self._write_unless_newer(path, offsets, self._checkpoint_writes)
         self._written[path] = offsets
 
     def read_high_watermarks(self) -> dict[TopicPartition, int]:

@@ -363,6 +363,19 @@ class LogSegment:
 
     # ---------------------------------------------------------------------------------------- files
 
+    def dup_for_sync(self) -> list[int]:
+        """Descriptors of its own of the segment's files, for :meth:`flush`'s fsyncs in a thread (Log.roll): they stay
+        valid if the segment is closed, renamed or deleted meanwhile. The caller closes them."""
+        fds = [os.dup(self.fd)]
+        try:
+            for index in (self.offset_index, self.time_index, self.txn_index):
+                fds.extend(index.dup_for_sync())
+        except BaseException:
+            for fd in fds:
+                os.close(fd)
+            raise
+        return fds
+
     def flush(self) -> None:
         os.fsync(self.fd)
         self.offset_index.flush()

@@ -267,6 +267,13 @@ class TransactionIndex:
                 return found, True
         return found, False
 
+    def dup_for_sync(self) -> list[int]:
+        """A descriptor of the file to fsync elsewhere (see ``IndexFile.dup_for_sync``); none when there is no file."""
+        try:
+            return [os.open(self.path, os.O_RDONLY)]
+        except FileNotFoundError:
+            return []
+
     def flush(self) -> None:
         if self.path.exists():
             fd = os.open(self.path, os.O_RDONLY)

@@ -2,6 +2,7 @@
 
 ``python -m cluster.bench.compaction_latency [--seconds 30] [--interval-ms 2] [--rounds 1]``
 ``python -m cluster.bench.compaction_latency --alternate 10 --seconds 120`` (see ``run_alternating``)
+``--timeline`` (rounds mode): which records make the p99 (sent in a cleaning on the leader, a follower, near a roll).
 
 For each setting (``log.cleaner.enable=false``, then true), a fresh 3-broker cluster (classroom profile: the cleaner
 looks for dirty logs every second), one compacted partition (RF 3, 1 MiB segments, min.cleanable.dirty.ratio 0.5),
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import datetime
 import os
 import re
 import statistics
@@ -31,6 +33,9 @@ TOPIC_CONFIG = {"cleanup.policy": "compact", "segment.bytes": str(1 << 20), "min
                 "min.insync.replicas": "2"}
 CLEANED = re.compile(r"cleaned offsets \[")
 ON_LOOP = re.compile(r"on the loop: choice and plan ([0-9.]+) ms, swap ([0-9.]+) ms")
+# a broker's log line: its time (asctime, local time) and what happened
+EVENT = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) .*?(cleaned offsets \[.*?([0-9]+) ms in process|"
+                   r"rolled new segment)", re.M)
 
 
 def _create_topic(bootstrap: str, timeout_s: float = 60.0) -> None:
@@ -55,12 +60,15 @@ def run_once(cleaner: bool, seconds: float, interval_ms: float, value_bytes: int
         producer = Producer({"bootstrap.servers": spec.bootstrap_servers, "acks": "all", "linger.ms": 0,
                              "enable.idempotence": False})
         latencies: list[float] = []
+        sends: list[tuple[float, float]] = []  # (wall-clock time sent, latency ms), for --timeline
         failures = []
+        wall_offset = time.time() - time.perf_counter()
 
         def delivered(sent: float):
             def callback(error, _message) -> None:
                 if error is None:
                     latencies.append((time.perf_counter() - sent) * 1000)
+                    sends.append((sent + wall_offset, latencies[-1]))
                 else:
                     failures.append(error)
             return callback
@@ -81,8 +89,11 @@ def run_once(cleaner: bool, seconds: float, interval_ms: float, value_bytes: int
         remaining = producer.flush(60)
         del producer
         broker_cpu, worker_cpu = _cpu_seconds(layout, spec)
-        logs = [layout.broker_log(b.broker_id).read_text(errors="replace") for b in spec.brokers
-                if layout.broker_log(b.broker_id).exists()]
+        leader = _leader(spec.bootstrap_servers)
+        texts = {b.broker_id: layout.broker_log(b.broker_id).read_text(errors="replace") for b in spec.brokers
+                 if layout.broker_log(b.broker_id).exists()}
+        logs = list(texts.values())
+        events = [(broker_id, kind, when) for broker_id, text in texts.items() for kind, when in _events(text)]
         cleanings = sum(len(CLEANED.findall(text)) for text in logs)
         on_loop = [(float(plan), float(swap)) for text in logs for plan, swap in ON_LOOP.findall(text)]
     if remaining or failures:
@@ -91,7 +102,47 @@ def run_once(cleaner: bool, seconds: float, interval_ms: float, value_bytes: int
             "p99": percentile(latencies, 99), "max": max(latencies), "cleanings": cleanings,
             "load": os.getloadavg()[0], "load_before": load_before, "latencies": latencies,
             "plan_max": max((p for p, _ in on_loop), default=0.0),
-            "swap_max": max((s for _, s in on_loop), default=0.0), "broker_cpu": broker_cpu, "worker_cpu": worker_cpu}
+            "swap_max": max((s for _, s in on_loop), default=0.0), "broker_cpu": broker_cpu, "worker_cpu": worker_cpu,
+            "sends": sends, "events": events, "leader": leader}
+
+
+def _leader(bootstrap: str) -> int:
+    topic = AdminClient({"bootstrap.servers": bootstrap}).list_topics(TOPIC, timeout=10).topics[TOPIC]
+    return topic.partitions[0].leader
+
+
+def _events(text: str) -> list[tuple[str, tuple[float, float]]]:
+    """("clean", (start, end)) of each cleaning (end = its log line, start = end - its duration in the worker, so
+    the span covers the work and the swap) and ("roll", (t, t)) of each roll, wall-clock seconds."""
+    out = []
+    for stamp, what, duration in EVENT.findall(text):
+        when = datetime.datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S,%f").timestamp()
+        if what.startswith("cleaned"):
+            out.append(("clean", (when - float(duration) / 1000, when)))
+        else:
+            out.append(("roll", (when, when)))
+    return out
+
+
+def timeline(r: dict, margin_s: float = 0.2) -> str:
+    """p99 of the records sent while a cleaning ran (or within margin_s after it) on the leader, on a follower, near
+    a roll on any replica, and of the others: which of them makes the p99."""
+    spans: dict[str, list[tuple[float, float]]] = {"leader cleaning": [], "follower cleaning": [], "roll": []}
+    for broker_id, kind, (start, end) in r["events"]:
+        key = "roll" if kind == "roll" else ("leader cleaning" if broker_id == r["leader"] else "follower cleaning")
+        spans[key].append((start - (margin_s if kind == "roll" else 0), end + margin_s))
+    groups: dict[str, list[float]] = {k: [] for k in (*spans, "none")}
+    slow = sorted(r["sends"], key=lambda s: s[1])[-max(1, len(r["sends"]) // 100):]  # the top 1 %
+    slow_in: dict[str, int] = {k: 0 for k in groups}
+    threshold = slow[0][1] if slow else 0.0
+    for sent, latency in r["sends"]:
+        hit = [k for k, ss in spans.items() if any(a <= sent <= b for a, b in ss)] or ["none"]
+        for k in hit:
+            groups[k].append(latency)
+            if latency >= threshold:
+                slow_in[k] += 1
+    return "; ".join(f"{k}: {len(v)} records, p99 {percentile(v, 99):.1f} ms, {slow_in[k]} of the top 1 %"
+                     for k, v in groups.items() if v)
 
 
 def _cpu_seconds(layout, spec) -> tuple[float, float]:
@@ -182,6 +233,9 @@ def main() -> None:
     parser.add_argument("--alternate", type=float, metavar="WINDOW_S", default=0.0,
                         help="one cluster, min.cleanable.dirty.ratio switched between 1 and 0.5 every WINDOW_S")
     parser.add_argument("--settle", type=float, default=2.0, help="seconds left out after each switch")
+    parser.add_argument("--timeline", action="store_true",
+                        help="which records make the p99: sent during a cleaning on the leader, on a follower, near a "
+                             "roll, or none of these")
     args = parser.parse_args()
     if args.alternate:
         for _ in range(args.rounds):
@@ -210,6 +264,8 @@ def main() -> None:
                   + (f"; longest on a broker's loop: choice+plan {r['plan_max']:.1f} ms, swap {r['swap_max']:.1f} ms"
                      if r["cleanings"] else ""),
                   flush=True)
+            if args.timeline:
+                print(f"  {timeline(r)}", flush=True)
         ratios.append(results[1]["p99"] / results[0]["p99"])
         print(f"p99 with the cleaner / without: {ratios[-1]:.2f}x (target < 1.5x)", flush=True)
     if args.rounds > 1:

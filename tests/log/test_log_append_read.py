@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import struct
 from pathlib import Path
@@ -293,3 +294,43 @@ def test_by_default_the_log_never_flushes_on_its_own(tmp_path, clock):
         log.append_as_leader(build_batch(records(10, clock())), leader_epoch=0)
     clock.advance(10**9)
     assert not log.flush_if_due() and log.recovery_point == 0
+
+
+async def _until(condition, timeout_s: float = 30.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while not condition():
+        assert asyncio.get_running_loop().time() < deadline, "condition not met in time"
+        await asyncio.sleep(0.005)
+
+
+def test_a_roll_on_the_event_loop_flushes_in_a_thread_and_then_moves_the_recovery_point(tmp_path, clock):
+    """Kafka schedules the roll's flush: the append that rolled does not wait for the fsyncs, and the recovery point
+    moves only once they are done."""
+    one = build_batch(records(2, clock()))
+    log = open_log(tmp_path, clock, segment_bytes=3 * len(one))
+
+    async def run() -> tuple[int, int]:
+        for _ in range(4):
+            log.append_as_leader(one, leader_epoch=0)
+        right_after = log.recovery_point
+        await _until(lambda: log.recovery_point == 6)
+        return right_after, log.recovery_point
+
+    right_after, later = asyncio.run(run())
+    assert [s.base_offset for s in log.segments] == [0, 6]
+    assert right_after == 0 and later == 6  # not moved by the roll itself, moved by the flush's end
+
+
+def test_a_truncation_during_a_rolls_background_flush_keeps_the_recovery_point(tmp_path, clock):
+    one = build_batch(records(2, clock()))
+    log = open_log(tmp_path, clock, segment_bytes=3 * len(one))
+
+    async def run() -> None:
+        for _ in range(4):
+            log.append_as_leader(one, leader_epoch=0)
+        log.truncate_to(4)  # before the flush thread's answer is handled on the loop
+        for _ in range(50):
+            await asyncio.sleep(0.01)
+
+    asyncio.run(run())
+    assert log.log_end_offset == 4 and log.recovery_point == 0

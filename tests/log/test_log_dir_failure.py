@@ -5,6 +5,7 @@ before the failure (and cuts a torn tail, should one have been left)."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import subprocess
 import uuid
@@ -145,6 +146,25 @@ def test_a_torn_tail_left_when_the_cut_fails_too_is_removed_by_recovery(tiny_dis
     assert segment_file(tiny_disk).stat().st_size == valid
     assert reopened.log_end_offset == 5
     assert [h.base_offset for h in reopened.batch_headers()] == [0, 1, 2, 3, 4]
+
+
+def test_the_high_watermark_checkpoint_written_in_a_thread_reads_back_and_a_full_disk_takes_the_dir_offline(
+        tiny_disk, clock):
+    """The broker's periodic high watermark checkpoint: the file is written in a thread; a failure there is reported
+    on the loop as a write in place reports it."""
+    channel = LogDirFailureChannel()
+    manager = LogManager([tiny_disk], CONFIG, clock=clock, log_dir_failure_channel=channel)
+    manager.startup()
+    manager.get_or_create_log("t", 0).append_as_leader(SMALL, leader_epoch=0)
+    asyncio.run(manager.write_high_watermarks_in_thread({("t", 0): 1}))
+    assert manager.read_high_watermarks() == {("t", 0): 1}
+    fill_until_full(tiny_disk)
+    with pytest.raises(KafkaStorageError, match="high watermark checkpoint"):
+        asyncio.run(manager.write_high_watermarks_in_thread({("t", 0): 2}))
+    assert channel.has_offline_log_dir(tiny_disk)
+    manager.handle_log_dir_failure(tiny_disk)
+    manager.shutdown()
+    remove_filler(tiny_disk)
 
 
 def test_a_checkpoint_that_cannot_be_written_takes_the_log_dir_offline_and_no_log_is_created_there(tiny_disk,
