@@ -7,6 +7,8 @@ increasing; a consumer from offset 0 reads the same records as the leader's file
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
@@ -58,11 +60,14 @@ def active_base(directory) -> int:
 
 
 def test_a_hundred_thousand_values_over_a_thousand_keys_compact_to_the_live_keys_latest_values(cluster):
-    create(cluster, TOPIC, 1, 3, {"cleanup.policy": "compact", "segment.bytes": "262144",
-                                  "min.cleanable.dirty.ratio": "0.01", "delete.retention.ms": "1000"})
+    create(cluster, TOPIC, 1, 3, {"cleanup.policy": "compact", "segment.bytes": "65536",
+                                  "segment.ms": "1000", "min.cleanable.dirty.ratio": "0.01",
+                                  "delete.retention.ms": "1000"})
     written = Written()
     producer = Producer({"bootstrap.servers": bootstrap(cluster), "acks": "all", "linger.ms": 20,
-                         "enable.idempotence": True, "compression.type": "lz4"})
+                         "enable.idempotence": True, "compression.type": "lz4", "batch.size": 16384,
+                         # every value queued at once, whatever the brokers' pace (librdkafka's default is 100,000)
+                         "queue.buffering.max.messages": 1_000_000})
     for i in range(VALUES):
         key = i % KEYS
         producer.produce(TOPIC, f"value-{key}-{i}".encode(), f"key-{key}".encode(), partition=0,
@@ -77,24 +82,26 @@ def test_a_hundred_thousand_values_over_a_thousand_keys_compact_to_the_live_keys
     filler = 0
 
     def tombstones_gone() -> bool:
-        """A tombstone goes in a pass that finds its segment older than the delete horizon, so a later pass must
-        run: a few more live values keep the log dirty until every replica is clean and holds no tombstone."""
+        """A tombstone goes in a pass that finds its segment older than the delete horizon: the newest clean
+        segment's time less delete.retention.ms (Kafka 2.8's rule). So the clean section must come to hold a segment
+        newer than the tombstones' by a second: more than segment.bytes of live values (incompressible, rolled by
+        segment.ms) are written until every replica is clean and holds no tombstone."""
         nonlocal filler
         if not all_cleaned(cluster, TOPIC, 0):
             return False
         for _, directory in replica_dirs(cluster):
             active = active_base(directory)
             if any(r.key in tombstoned for r in read_segments(directory) if r.offset < active):
-                for _ in range(2_000):
+                for _ in range(1_000):
                     key = TOMBSTONED + filler % (KEYS - TOMBSTONED)
-                    producer.produce(TOPIC, f"filler-{key}-{filler}".encode(), f"key-{key}".encode(), partition=0,
-                                     on_delivery=written.delivered)
+                    producer.produce(TOPIC, f"filler-{key}-{filler}-".encode() + os.urandom(48).hex().encode(),
+                                     f"key-{key}".encode(), partition=0, on_delivery=written.delivered)
                     filler += 1
                 producer.flush(30)
                 return False
         return True
 
-    wait_until(tombstones_gone, 180, "every replica cleaned, its tombstones past the delete horizon", interval_s=1)
+    wait_until(tombstones_gone, 240, "every replica cleaned, its tombstones past the delete horizon", interval_s=1)
     assert not written.errors, written.errors[:3]
 
     leader = leader_of(cluster, TOPIC, 0)

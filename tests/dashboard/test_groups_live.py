@@ -36,7 +36,9 @@ def live_group(cluster: RunningCluster):
     zk_call(cluster.zk_connect, lambda zk: create_topic(zk, TOPIC, 2, 3))
     wait_until(lambda: all(p.leader >= 0 and len(p.isr) == 3 for p in cluster.state([TOPIC]).partitions), 30,
                "both partitions led with a full ISR")
-    producer = Producer({"bootstrap.servers": cluster.spec.bootstrap_servers, "acks": "all"})
+    # idempotent: a retry under load must not store a value twice (the panel shows the HW)
+    producer = Producer({"bootstrap.servers": cluster.spec.bootstrap_servers, "acks": "all",
+                         "enable.idempotence": True})
     for partition, count in ((0, 14), (1, 6)):
         for i in range(count):
             producer.produce(TOPIC, f"{partition}-{i}".encode(), partition=partition)
