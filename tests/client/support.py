@@ -291,3 +291,25 @@ def kafka_python_consume(cluster: RunningCluster, topic: str, partitions: list[i
         consumer.close()
     assert sum(map(len, got.values())) == count, f"read {sum(map(len, got.values()))} of {count} records: {got}"
     return got
+
+
+def consume(cluster: RunningCluster, topic: str, isolation: str, expected: int, linger_s: float = 3) -> list[bytes]:
+    """Every value an assign()-mode consumer with ``isolation`` (read_committed or read_uncommitted) reads from
+    offset 0 of partition 0: until ``expected`` arrived, then ``linger_s`` more, so that a record beyond what should
+    be visible would show up too."""
+    consumer = Consumer({"bootstrap.servers": bootstrap(cluster), "group.id": f"txn-{isolation}",
+                         "enable.auto.commit": False, "fetch.wait.max.ms": 100, "isolation.level": isolation})
+    got: list[bytes] = []
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        deadline = time.monotonic() + 40
+        linger_until = None
+        while time.monotonic() < (linger_until or deadline):
+            message = consumer.poll(0.2)
+            if message is not None and message.error() is None:
+                got.append(message.value())
+            if linger_until is None and len(got) >= expected:
+                linger_until = time.monotonic() + linger_s
+    finally:
+        consumer.close()
+    return got

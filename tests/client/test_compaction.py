@@ -218,22 +218,27 @@ def test_the_cleaner_removes_aborted_transactions_and_keeps_the_committed_latest
         in_active = {r.key for r in data if r.offset >= active}
         assert all(r.value == latest[r.key] for r in outside if r.key not in in_active)
 
-    consumer = Consumer({"bootstrap.servers": bootstrap(cluster), "group.id": "compacted-txn-reader",
-                         "enable.auto.commit": False, "isolation.level": "read_committed",
-                         "enable.partition.eof": True})
+    records = read_to_end(cluster, topic, "read_committed")
+    assert not [value for _, _, value in records if value.startswith(b"aborted")]
+    assert {key: value for _, key, value in records} == latest
+
+
+def read_to_end(cluster: RunningCluster, topic: str, isolation: str) -> list[tuple[int, bytes, bytes | None]]:
+    """(offset, key, value) of every record a consumer with ``isolation`` reads from offset 0 of partition 0 to its
+    end (the LSO for read_committed)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap(cluster), "group.id": f"compaction-{isolation}-reader",
+                         "enable.auto.commit": False, "isolation.level": isolation, "enable.partition.eof": True})
     consumer.assign([TopicPartition(topic, 0, 0)])
-    seen: dict[bytes, bytes] = {}
+    records = []
     try:
         while True:
             message = wait_until(lambda: consumer.poll(0.5), 30, "a record or the end of the partition")
             if message.error() is not None:
                 assert message.error().code() == KafkaError._PARTITION_EOF, message.error()
-                break
-            assert not message.value().startswith(b"aborted")
-            seen[message.key()] = message.value()
+                return records
+            records.append((message.offset(), message.key(), message.value()))
     finally:
         consumer.close()
-    assert seen == latest
 
 
 def _partition_dir(cluster: RunningCluster, broker_id: int, topic: str, partition: int):

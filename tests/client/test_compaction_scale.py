@@ -10,10 +10,10 @@ from __future__ import annotations
 import os
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Producer
 
 from tests.client.support import bootstrap, leader_of
-from tests.client.test_compaction import all_cleaned, create
+from tests.client.test_compaction import all_cleaned, create, read_to_end
 from tests.harness import RunningCluster, module_cluster, wait_until
 from tests.log.cleaner_support import read_segments
 
@@ -121,17 +121,4 @@ def test_a_hundred_thousand_values_over_a_thousand_keys_compact_to_the_live_keys
         if broker_id == leader:
             leader_records = [(r.offset, r.key, r.value) for r in records]
 
-    consumer = Consumer({"bootstrap.servers": bootstrap(cluster), "group.id": "compaction-scale-reader",
-                         "enable.auto.commit": False, "enable.partition.eof": True})
-    consumer.assign([TopicPartition(TOPIC, 0, 0)])
-    seen = []
-    try:
-        while True:
-            message = wait_until(lambda: consumer.poll(0.5), 30, "a record or the end of the partition")
-            if message.error() is not None:
-                assert message.error().code() == KafkaError._PARTITION_EOF, message.error()
-                break
-            seen.append((message.offset(), message.key(), message.value()))
-    finally:
-        consumer.close()
-    assert seen == leader_records
+    assert read_to_end(cluster, TOPIC, "read_uncommitted") == leader_records

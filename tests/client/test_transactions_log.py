@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import time
 
-from confluent_kafka import Consumer, TopicPartition
 from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
 from kafka.protocol.producer import WriteTxnMarkersRequest
 
@@ -15,8 +14,8 @@ from broker.log.records import Record, build_batch, build_end_txn_marker
 from tests.client.support import (
     LATEST,
     RawConnection,
-    bootstrap,
     client_port,
+    consume,
     create_topic,
     leader_of,
     produce_request,
@@ -67,27 +66,6 @@ def latest(connection: RawConnection, topic: str, isolation_level: int) -> int:
     request = ListOffsetsRequest(replica_id=-1, isolation_level=isolation_level,
                                  topics=[ListOffsetsRequest.ListOffsetsTopic(name=topic, partitions=[wanted])])
     return connection.request(request, 5).topics[0].partitions[0].offset
-
-
-def consume(cluster: RunningCluster, topic: str, isolation: str, expected: int, linger_s: float = 3) -> list[bytes]:
-    """Every value an assign()-mode consumer reads from offset 0: until ``expected`` arrived, then ``linger_s``
-    more, so that a record beyond what should be visible would show up too."""
-    consumer = Consumer({"bootstrap.servers": bootstrap(cluster), "group.id": f"txn-{isolation}",
-                         "enable.auto.commit": False, "fetch.wait.max.ms": 100, "isolation.level": isolation})
-    got: list[bytes] = []
-    try:
-        consumer.assign([TopicPartition(topic, 0, 0)])
-        deadline = time.monotonic() + 30
-        linger_until = None
-        while time.monotonic() < (linger_until or deadline):
-            message = consumer.poll(0.2)
-            if message is not None and message.error() is None:
-                got.append(message.value())
-            if linger_until is None and len(got) >= expected:
-                linger_until = time.monotonic() + linger_s
-    finally:
-        consumer.close()
-    return got
 
 
 def test_read_committed_skips_aborted_records_and_stops_at_the_lso(shared_cluster: RunningCluster):

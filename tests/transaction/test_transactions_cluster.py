@@ -15,7 +15,16 @@ from kafka.protocol.producer import WriteTxnMarkersRequest
 
 from broker.group.coordinator import partition_for
 
-from tests.client.support import LATEST, RawConnection, bootstrap, client_port, create_topic, leader_of, wait_until
+from tests.client.support import (
+    LATEST,
+    RawConnection,
+    bootstrap,
+    client_port,
+    consume,
+    create_topic,
+    leader_of,
+    wait_until,
+)
 from tests.harness import RunningCluster, module_cluster
 
 ABORT_CHECK_MS = 500
@@ -45,27 +54,6 @@ def latest(cluster: RunningCluster, topic: str, isolation_level: int) -> int:
         answer = connection.request(request, 5).topics[0].partitions[0]
     assert answer.error_code == 0
     return answer.offset
-
-
-def consume(cluster: RunningCluster, topic: str, isolation: str, expected: int, linger_s: float = 2) -> list[bytes]:
-    """Every value an assign()-mode consumer reads from offset 0: until ``expected`` arrived, then ``linger_s``
-    more, so that a record that should not be visible would show up too."""
-    consumer = Consumer({"bootstrap.servers": bootstrap(cluster), "group.id": f"txn-{isolation}",
-                         "enable.auto.commit": False, "fetch.wait.max.ms": 100, "isolation.level": isolation})
-    got: list[bytes] = []
-    try:
-        consumer.assign([TopicPartition(topic, 0, 0)])
-        deadline = time.monotonic() + 40
-        linger_until = None
-        while time.monotonic() < (linger_until or deadline):
-            message = consumer.poll(0.2)
-            if message is not None and message.error() is None:
-                got.append(message.value())
-            if linger_until is None and len(got) >= expected:
-                linger_until = time.monotonic() + linger_s
-    finally:
-        consumer.close()
-    return got
 
 
 def coordinator_of(cluster: RunningCluster, transactional_id: str) -> int:
