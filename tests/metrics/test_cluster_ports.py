@@ -3,12 +3,44 @@
 from __future__ import annotations
 
 import json
+import socket
 
-from cluster.processes import BrokerSpec, ClusterLayout, ClusterSpec, broker_properties, choose_ports, metrics_url
+import pytest
+
+from cluster.processes import (
+    BrokerSpec,
+    ClusterError,
+    ClusterLayout,
+    ClusterSpec,
+    broker_properties,
+    choose_ports,
+    metrics_url,
+)
+
+
+def _fixed_layout(count: int) -> tuple[int, list[tuple[int, int, int]]]:
+    """The first base below Linux's ephemeral range (32768 up) whose ports are all free: a fixed base in that range can
+    be held for a moment by any client's outgoing connection on a busy machine."""
+    for base in range(21000, 30000, 300):
+        try:
+            return base, choose_ports(count, base)
+        except ClusterError:
+            continue
+    raise AssertionError("no free base port between 21000 and 30000")
 
 
 def test_fixed_ports_put_metrics_two_hundred_above_the_client_port():
-    assert choose_ports(3, 41000) == [(41000, 41100, 41200), (41001, 41101, 41201), (41002, 41102, 41202)]
+    base, ports = _fixed_layout(3)
+    assert ports == [(base + i, base + 100 + i, base + 200 + i) for i in range(3)]
+
+
+def test_a_busy_fixed_port_is_refused_with_what_to_do():
+    base, _ = _fixed_layout(2)
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", base + 101))
+        holder.listen()
+        with pytest.raises(ClusterError, match=rf"ports \[{base + 101}\] on 127.0.0.1 are in use.*--base-port"):
+            choose_ports(2, base)
 
 
 def test_any_free_ports_are_three_distinct_ports_per_broker():
