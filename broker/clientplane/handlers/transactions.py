@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 
 from kio.schema.errors import ErrorCode
 
@@ -140,33 +141,32 @@ async def handle_add_partitions_to_txn(txns: TxnAccess, request: Request):
     return Delayed(future, finish)
 
 
-async def handle_add_offsets_to_txn(txns: TxnAccess, request: Request):
-    body = request.body
+def answer_txn_error(request: Request, api_key: ApiKey, response_name: str,
+                     call: Callable[[Callable[[ErrorCode], None]], None]):
+    """AddOffsetsToTxn's and EndTxn's answer: the one error ``call`` hands the coordinator's callback, at once or
+    after the coordinator's __transaction_state append, with PRODUCER_FENCED as INVALID_PRODUCER_EPOCH before v2."""
     version = request.header.api_version
-    module = response_module(ApiKey.ADD_OFFSETS_TO_TXN, version)
+    response_class = getattr(response_module(api_key, version), response_name)
     future, respond = answer_once(asyncio.get_running_loop())
-    txns.coordinator.handle_add_offsets(body.transactional_id, body.producer_id, body.producer_epoch, body.group_id,
-                                        respond)
+    call(respond)
 
     def finish(error: ErrorCode):
-        return build(module.AddOffsetsToTxnResponse, throttle_time=NO_THROTTLE,
+        return build(response_class, throttle_time=NO_THROTTLE,
                      error_code=fenced_for(version, FIRST_VERSION_WITH_FENCED, error))
     if future.done():
         return finish(future.result())
     return Delayed(future, finish)
+
+
+async def handle_add_offsets_to_txn(txns: TxnAccess, request: Request):
+    body = request.body
+    return answer_txn_error(request, ApiKey.ADD_OFFSETS_TO_TXN, "AddOffsetsToTxnResponse",
+                            lambda respond: txns.coordinator.handle_add_offsets(
+                                body.transactional_id, body.producer_id, body.producer_epoch, body.group_id, respond))
 
 
 async def handle_end_txn(txns: TxnAccess, request: Request):
     body = request.body
-    version = request.header.api_version
-    module = response_module(ApiKey.END_TXN, version)
-    future, respond = answer_once(asyncio.get_running_loop())
-    txns.coordinator.handle_end_txn(body.transactional_id, body.producer_id, body.producer_epoch, body.committed,
-                                    respond)
-
-    def finish(error: ErrorCode):
-        return build(module.EndTxnResponse, throttle_time=NO_THROTTLE,
-                     error_code=fenced_for(version, FIRST_VERSION_WITH_FENCED, error))
-    if future.done():
-        return finish(future.result())
-    return Delayed(future, finish)
+    return answer_txn_error(request, ApiKey.END_TXN, "EndTxnResponse",
+                            lambda respond: txns.coordinator.handle_end_txn(
+                                body.transactional_id, body.producer_id, body.producer_epoch, body.committed, respond))
