@@ -37,7 +37,7 @@ from kafka.protocol.consumer import (
     ListOffsetsResponse,
     OffsetDeleteResponse,
 )
-from kafka.protocol.metadata import ApiVersionsResponse, MetadataRequest, MetadataResponse
+from kafka.protocol.metadata import ApiVersionsResponse, FindCoordinatorResponse, MetadataRequest, MetadataResponse
 from kafka.protocol.producer import (
     AddOffsetsToTxnResponse,
     AddPartitionsToTxnResponse,
@@ -61,7 +61,8 @@ _SIZE = struct.Struct(">i")
 
 # The response class of every API the broker serves, by API key, from kafka-python (the oracle).
 RESPONSES: dict[int, type[ApiMessage]] = {
-    0: ProduceResponse, 1: FetchResponse, 2: ListOffsetsResponse, 3: MetadataResponse, 18: ApiVersionsResponse,
+    0: ProduceResponse, 1: FetchResponse, 2: ListOffsetsResponse, 3: MetadataResponse, 10: FindCoordinatorResponse,
+    18: ApiVersionsResponse,
     19: CreateTopicsResponse, 20: DeleteTopicsResponse, 21: DeleteRecordsResponse, 22: InitProducerIdResponse,
     34: AlterReplicaLogDirsResponse, 35: DescribeLogDirsResponse,
     37: CreatePartitionsResponse, 42: DeleteGroupsResponse, 43: ElectLeadersResponse, 47: OffsetDeleteResponse,

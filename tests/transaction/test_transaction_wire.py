@@ -10,6 +10,7 @@ from kafka.protocol.producer import (
     EndTxnRequest,
     InitProducerIdRequest,
 )
+from kafka.protocol.metadata import FindCoordinatorRequest
 
 from broker.group.coordinator import partition_for
 from tests.client.support import (
@@ -27,10 +28,13 @@ from tests.transaction.test_transactions_cluster import STATE_PARTITIONS, transa
 
 cluster = module_cluster("txn-wire")
 
-NONE, UNKNOWN_TOPIC_OR_PARTITION, NOT_COORDINATOR, INVALID_TOPIC_EXCEPTION = 0, 3, 16, 17
+NONE, UNKNOWN_TOPIC_OR_PARTITION, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR = 0, 3, 15, 16
+INVALID_TOPIC_EXCEPTION, INVALID_REQUEST = 17, 42
 INVALID_PRODUCER_EPOCH, INVALID_PRODUCER_ID_MAPPING, INVALID_TXN_STATE = 47, 49, 48
 INVALID_TRANSACTION_TIMEOUT, CONCURRENT_TRANSACTIONS, OPERATION_NOT_ATTEMPTED, PRODUCER_FENCED = 50, 51, 55, 90
 TXN = "wire-tx"
+OFFSETS_PARTITIONS = 10  # offsets.topic.num.partitions of the classroom profile
+GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE = 0, 1
 
 
 def init(connection: RawConnection, version: int, timeout_ms: int = 60_000):
@@ -98,3 +102,31 @@ def test_the_transaction_state_topic_is_internal_and_closed_to_clients(cluster: 
         assert topic.is_internal and len(topic.partitions) == STATE_PARTITIONS
         reply = connection.request(produce_request("__transaction_state", 0, record_batch([b"forged"]), acks=-1), 8)
     assert reply.responses[0].partition_responses[0].error_code == INVALID_TOPIC_EXCEPTION
+
+
+def find_coordinator(connection: RawConnection, version: int, key: str, key_type: int = GROUP_KEY_TYPE):
+    reply = connection.request(FindCoordinatorRequest(key=key, key_type=key_type), version)
+    return reply.error_code, reply.error_message if version >= 1 else None, reply.node_id, reply.host, reply.port
+
+
+def test_find_coordinator_answers_a_group_and_a_transactional_id_in_every_version(cluster: RunningCluster):
+    """The versions served, v0-v2 (Kafka 2.8's): v0 knows groups only and has no error message, v1 and v2 carry
+    the key type. Any broker answers with the coordinator's endpoint on the listener asked, or why there is none."""
+    group = "wire-coordinated-group"
+    transactional_producer(cluster, "coordinator-probe")  # creates __transaction_state
+    with RawConnection(client_port(cluster, cluster.spec.brokers[0].broker_id)) as connection:
+        # the first FindCoordinator for a group creates __consumer_offsets: the client is told to retry
+        assert find_coordinator(connection, 1, group)[:2] == (
+            COORDINATOR_NOT_AVAILABLE, "__consumer_offsets is being created")
+        wait_until(lambda: find_coordinator(connection, 1, group)[0] == NONE, 30,
+                   "__consumer_offsets to have a leader")
+        for key, key_type, topic, partitions, versions in (
+                (group, GROUP_KEY_TYPE, "__consumer_offsets", OFFSETS_PARTITIONS, range(3)),
+                (TXN, TRANSACTION_KEY_TYPE, "__transaction_state", STATE_PARTITIONS, range(1, 3))):
+            coordinator = cluster.spec.broker(leader_of(cluster, topic, partition_for(key, partitions)))
+            for version in versions:
+                assert find_coordinator(connection, version, key, key_type) == (
+                    NONE, None, coordinator.broker_id, coordinator.host, coordinator.client_port), (key, version)
+        for version in range(1, 3):
+            assert find_coordinator(connection, version, "", TRANSACTION_KEY_TYPE)[:3] == (
+                INVALID_REQUEST, "a transactional id must not be empty", -1)

@@ -12,6 +12,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.clientplane.handlers.access import GroupAccess
 from broker.clientplane.handlers.common import NO_THROTTLE, answer_once, millis, response_module
+from broker.clientplane.handlers.find_coordinator import answer_coordinator, coordinator_response
 from broker.clientplane.network import Delayed
 from broker.clientplane.protocol.build import build
 from broker.clientplane.protocol.messages import Request
@@ -56,25 +57,13 @@ async def ensure_offsets_topic(groups: GroupAccess) -> ErrorCode:
 
 async def handle_find_coordinator(groups: GroupAccess, request: Request, listener: Listener):
     body = request.body
-    module = response_module(ApiKey.FIND_COORDINATOR, request.header.api_version)
-
-    def answer(error: ErrorCode, message: str | None, node_id: int = -1, host: str = "", port: int = -1):
-        return build(module.FindCoordinatorResponse, throttle_time=NO_THROTTLE, error_code=error,
-                     error_message=message, node_id=node_id, host=host, port=port)
-
+    version = request.header.api_version
     if getattr(body, "key_type", GROUP_KEY_TYPE) != GROUP_KEY_TYPE:
-        return answer(ErrorCode.coordinator_not_available, "kafkasim has no transaction coordinator")
-    cache = groups.metadata_cache
-    partition = groups.coordinator.partition_of(body.key)
-    states = cache.topics().get(OFFSETS_TOPIC)
-    if states is None:
-        return answer(await ensure_offsets_topic(groups), f"{OFFSETS_TOPIC} is being created")
-    state = next((s for s in states if s.partition == partition), None)
-    leader = cache.live_brokers.get(state.leader) if state is not None else None
-    endpoint = None if leader is None else next((e for e in leader.endpoints if e.listener == listener.name), None)
-    if endpoint is None:
-        return answer(ErrorCode.coordinator_not_available, f"{OFFSETS_TOPIC}-{partition} has no leader now")
-    return answer(ErrorCode.none, None, leader.id, endpoint.host, endpoint.port)
+        return coordinator_response(version, ErrorCode.coordinator_not_available,
+                                    "kafkasim has no transaction coordinator")
+    return await answer_coordinator(version, groups.metadata_cache, OFFSETS_TOPIC,
+                                    groups.coordinator.partition_of(body.key), listener,
+                                    lambda: ensure_offsets_topic(groups))
 
 
 # --- membership ------------------------------------------------------------------------------------

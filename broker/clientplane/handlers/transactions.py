@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 
 from kio.schema.errors import ErrorCode
 
 from broker.clientplane.handlers.access import TxnAccess
 from broker.clientplane.handlers.common import NO_THROTTLE, answer_once, millis, response_module
+from broker.clientplane.handlers.find_coordinator import answer_coordinator, coordinator_response
 from broker.clientplane.network import Delayed
 from broker.clientplane.protocol.build import build
 from broker.clientplane.protocol.messages import Request
@@ -58,25 +60,13 @@ async def ensure_transaction_state_topic(txns: TxnAccess) -> ErrorCode:
 
 
 async def handle_find_transaction_coordinator(txns: TxnAccess, request: Request, listener: Listener):
-    module = response_module(ApiKey.FIND_COORDINATOR, request.header.api_version)
-
-    def answer(error: ErrorCode, message: str | None, node_id: int = -1, host: str = "", port: int = -1):
-        return build(module.FindCoordinatorResponse, throttle_time=NO_THROTTLE, error_code=error,
-                     error_message=message, node_id=node_id, host=host, port=port)
-
-    cache = txns.metadata_cache
-    if not request.body.key:
-        return answer(ErrorCode.invalid_request, "a transactional id must not be empty")
-    partition = txns.coordinator.partition_of(request.body.key)
-    states = cache.topics().get(TRANSACTION_STATE_TOPIC)
-    if states is None:
-        return answer(await ensure_transaction_state_topic(txns), f"{TRANSACTION_STATE_TOPIC} is being created")
-    state = next((s for s in states if s.partition == partition), None)
-    leader = cache.live_brokers.get(state.leader) if state is not None else None
-    endpoint = None if leader is None else next((e for e in leader.endpoints if e.listener == listener.name), None)
-    if endpoint is None:
-        return answer(ErrorCode.coordinator_not_available, f"{TRANSACTION_STATE_TOPIC}-{partition} has no leader now")
-    return answer(ErrorCode.none, None, leader.id, endpoint.host, endpoint.port)
+    key = request.body.key
+    version = request.header.api_version
+    if not key:
+        return coordinator_response(version, ErrorCode.invalid_request, "a transactional id must not be empty")
+    return await answer_coordinator(version, txns.metadata_cache, TRANSACTION_STATE_TOPIC,
+                                    txns.coordinator.partition_of(key), listener,
+                                    lambda: ensure_transaction_state_topic(txns))
 
 
 async def handle_init_producer_id(txns: TxnAccess, request: Request):
@@ -151,33 +141,32 @@ async def handle_add_partitions_to_txn(txns: TxnAccess, request: Request):
     return Delayed(future, finish)
 
 
-async def handle_add_offsets_to_txn(txns: TxnAccess, request: Request):
-    body = request.body
+def answer_txn_error(request: Request, api_key: ApiKey, response_name: str,
+                     call: Callable[[Callable[[ErrorCode], None]], None]):
+    """AddOffsetsToTxn's and EndTxn's answer: the one error ``call`` hands the coordinator's callback, at once or
+    after the coordinator's __transaction_state append, with PRODUCER_FENCED as INVALID_PRODUCER_EPOCH before v2."""
     version = request.header.api_version
-    module = response_module(ApiKey.ADD_OFFSETS_TO_TXN, version)
+    response_class = getattr(response_module(api_key, version), response_name)
     future, respond = answer_once(asyncio.get_running_loop())
-    txns.coordinator.handle_add_offsets(body.transactional_id, body.producer_id, body.producer_epoch, body.group_id,
-                                        respond)
+    call(respond)
 
     def finish(error: ErrorCode):
-        return build(module.AddOffsetsToTxnResponse, throttle_time=NO_THROTTLE,
+        return build(response_class, throttle_time=NO_THROTTLE,
                      error_code=fenced_for(version, FIRST_VERSION_WITH_FENCED, error))
     if future.done():
         return finish(future.result())
     return Delayed(future, finish)
+
+
+async def handle_add_offsets_to_txn(txns: TxnAccess, request: Request):
+    body = request.body
+    return answer_txn_error(request, ApiKey.ADD_OFFSETS_TO_TXN, "AddOffsetsToTxnResponse",
+                            lambda respond: txns.coordinator.handle_add_offsets(
+                                body.transactional_id, body.producer_id, body.producer_epoch, body.group_id, respond))
 
 
 async def handle_end_txn(txns: TxnAccess, request: Request):
     body = request.body
-    version = request.header.api_version
-    module = response_module(ApiKey.END_TXN, version)
-    future, respond = answer_once(asyncio.get_running_loop())
-    txns.coordinator.handle_end_txn(body.transactional_id, body.producer_id, body.producer_epoch, body.committed,
-                                    respond)
-
-    def finish(error: ErrorCode):
-        return build(module.EndTxnResponse, throttle_time=NO_THROTTLE,
-                     error_code=fenced_for(version, FIRST_VERSION_WITH_FENCED, error))
-    if future.done():
-        return finish(future.result())
-    return Delayed(future, finish)
+    return answer_txn_error(request, ApiKey.END_TXN, "EndTxnResponse",
+                            lambda respond: txns.coordinator.handle_end_txn(
+                                body.transactional_id, body.producer_id, body.producer_epoch, body.committed, respond))
