@@ -17,6 +17,7 @@ from broker.config import protocol_at_least
 from broker.group.coordinator import Entry, GroupConfig, GroupCoordinator
 from broker.group.metadata import GroupMetadata
 from broker.group.replay import LoggedRecord, TxnMarker
+from broker.log.log_reader import read_batches
 from broker.log.record_batch import HEADER_SIZE, TRANSACTIONAL_FLAG, parse_header
 from broker.log.records import NONE, Record, build_batch, read_varint
 from broker.log.transactions import ABORT, COMMIT, control_record_type
@@ -190,21 +191,9 @@ class GroupMetadataManager:
 
     @staticmethod
     def _read_log(partition_log) -> Iterator[LoggedRecord | TxnMarker]:
-        position, end = partition_log.log_start_offset, partition_log.log_end_offset
-        while position < end:
-            data = partition_log.read(position, READ_CHUNK_BYTES, max_offset=end).read_bytes()
-            if not data:
-                return
-            yield from logged_records(data, position)
-            last = position
-            at = 0
-            while at + HEADER_SIZE <= len(data):
-                header = parse_header(data, at)
-                last = max(last, header.next_offset)
-                at += header.size
-            if last <= position:
-                return
-            position = last
+        for batches, from_offset in read_batches(partition_log, partition_log.log_start_offset,
+                                                 partition_log.log_end_offset, READ_CHUNK_BYTES):
+            yield from logged_records(batches, from_offset)
 
     # --- traces -------------------------------------------------------------------------------------
 

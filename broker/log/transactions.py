@@ -37,11 +37,10 @@ def is_transactional(header: BatchHeader) -> bool:
     return bool(header.attributes & TRANSACTIONAL_FLAG)
 
 
-def control_record_type(batch: bytes | bytearray | memoryview) -> int | None:
-    """The type of a control batch's (first) record: ABORT, COMMIT, another known or unknown type; None when the
-    batch has no record or its key is not a control key (Kafka's ControlRecordType.parse reads the same key).
-    Control batches are written uncompressed (the coordinator's markers always are)."""
-    view = memoryview(batch)
+def _control_key(view: memoryview) -> tuple[int, int] | None:
+    """(type, position of the record's value) from the key of a control batch's (first) record; None when the batch
+    has no record or its key is not a control key (Kafka's ControlRecordType.parse reads the same key). Control
+    batches are written uncompressed (the coordinator's markers always are)."""
     try:
         position = HEADER_SIZE
         _, position = read_varint(view, position)  # record length
@@ -54,7 +53,14 @@ def control_record_type(batch: bytes | bytearray | memoryview) -> int | None:
         version, control_type = CONTROL_KEY.unpack_from(view, position)
     except (IndexError, struct.error):
         return None
-    return control_type if version >= 0 else None
+    return (control_type, position + key_length) if version >= 0 else None
+
+
+def control_record_type(batch: bytes | bytearray | memoryview) -> int | None:
+    """The type of a control batch's (first) record: ABORT, COMMIT, another known or unknown type; None when the
+    batch has no record or its key is not a control key."""
+    key = _control_key(memoryview(batch))
+    return None if key is None else key[0]
 
 
 def control_record(control_type: int, coordinator_epoch: int) -> tuple[bytes, bytes]:
@@ -67,18 +73,13 @@ def end_transaction_marker(batch: bytes | bytearray | memoryview) -> tuple[int, 
     """(control type, coordinator epoch) of a control batch holding an EndTransactionMarker (ABORT or COMMIT);
     None for any other control record or a batch too short to hold one."""
     view = memoryview(batch)
+    key = _control_key(view)
+    if key is None or key[0] not in (ABORT, COMMIT):
+        return None
+    control_type, position = key
     try:
-        position = HEADER_SIZE
-        _, position = read_varint(view, position)  # record length
-        position += 1  # attributes
-        _, position = read_varint(view, position)  # timestamp delta
-        _, position = read_varint(view, position)  # offset delta
-        key_length, position = read_varint(view, position)
-        if key_length < CONTROL_KEY.size:
-            return None
-        version, control_type = CONTROL_KEY.unpack_from(view, position)
-        value_length, position = read_varint(view, position + key_length)
-        if version < 0 or control_type not in (ABORT, COMMIT) or value_length < END_TXN_MARKER_VALUE.size:
+        value_length, position = read_varint(view, position)
+        if value_length < END_TXN_MARKER_VALUE.size:
             return None
         _, coordinator_epoch = END_TXN_MARKER_VALUE.unpack_from(view, position)
     except (IndexError, struct.error):

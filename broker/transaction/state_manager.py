@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from kio.schema.errors import ErrorCode
 
 from broker.group.manager import keys_and_values
-from broker.log.record_batch import HEADER_SIZE, parse_header
+from broker.log.log_reader import read_batches
 from broker.log.records import Record, build_batch
 from broker.replication.replica_manager import ReplicaIO
 from broker.replication.txn_markers import TxnMarkerWriter
@@ -152,17 +152,6 @@ class TransactionStateManager:
 
 def read_log(partition_log) -> Iterator[Entry]:
     """(key, value) of every record of a __transaction_state log, from its start to its end."""
-    position, end = partition_log.log_start_offset, partition_log.log_end_offset
-    while position < end:
-        data = partition_log.read(position, READ_CHUNK_BYTES, max_offset=end).read_bytes()
-        if not data:
-            return
-        yield from keys_and_values(data, position)
-        last, at = position, 0
-        while at + HEADER_SIZE <= len(data):
-            header = parse_header(data, at)
-            last = max(last, header.next_offset)
-            at += header.size
-        if last <= position:
-            return
-        position = last
+    for batches, from_offset in read_batches(partition_log, partition_log.log_start_offset,
+                                             partition_log.log_end_offset, READ_CHUNK_BYTES):
+        yield from keys_and_values(batches, from_offset)

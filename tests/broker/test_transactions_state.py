@@ -5,13 +5,14 @@ ProducerStateManager / Log.lastStableOffset rules)."""
 from kio.schema.errors import ErrorCode
 
 from broker.log.record_batch import CONTROL_FLAG, TRANSACTIONAL_FLAG, BatchHeader
-from broker.log.records import build_end_txn_marker
+from broker.log.records import Record, build_batch, build_end_txn_marker
 from broker.log.transactions import (
     ABORT,
     COMMIT,
     AbortedTxn,
     TransactionTracker,
     control_record_type,
+    end_transaction_marker,
     last_stable_offset,
 )
 from broker.replication.producer_state import ProducerStateManager
@@ -43,6 +44,36 @@ def test_end_txn_marker_is_a_control_batch_with_kafkas_key_and_value():
     # the record: key = version 0, type 0; value = version 0, coordinator epoch 9
     assert b"\x08\x00\x00\x00\x00" in batch  # key length 4 (zigzag 8), key bytes
     assert b"\x0c\x00\x00\x00\x00\x00\x09" in batch  # value length 6 (zigzag 12), value bytes
+
+
+def control_batch(key: bytes | None, value: bytes | None) -> bytes:
+    return build_batch([Record(key, value, 0)], producer_id=5, producer_epoch=2, base_sequence=-1,
+                       transactional=True, control=True)
+
+
+def test_end_txn_marker_gives_its_type_and_coordinator_epoch():
+    commit = build_end_txn_marker(producer_id=5, producer_epoch=2, abort=False, coordinator_epoch=9)
+    assert end_transaction_marker(commit) == (COMMIT, 9)
+    assert end_transaction_marker(memoryview(commit)) == (COMMIT, 9)
+    assert end_transaction_marker(build_end_txn_marker(producer_id=5, producer_epoch=2, abort=True)) == (ABORT, 0)
+
+
+def test_a_control_record_that_is_no_end_txn_marker_has_a_type_but_no_marker():
+    raft = control_batch(b"\x00\x00\x00\x02", b"\x00\x00\x00\x00\x00\x01")  # KIP-595's LEADER_CHANGE
+    assert control_record_type(raft) == 2 and end_transaction_marker(raft) is None
+    short_value = control_batch(b"\x00\x00\x00\x01", b"\x00\x00")
+    assert control_record_type(short_value) == COMMIT and end_transaction_marker(short_value) is None
+    for not_a_control_key in (b"\xff\xff\x00\x01", b"\x00\x01", None):  # a negative version, too short, none
+        batch = control_batch(not_a_control_key, b"\x00\x00\x00\x00\x00\x01")
+        assert control_record_type(batch) is None and end_transaction_marker(batch) is None
+
+
+def test_a_batch_cut_short_is_no_marker():
+    batch = build_end_txn_marker(producer_id=5, producer_epoch=2, abort=True, coordinator_epoch=9)
+    ends_with_the_value = len(batch) - 1  # the record's last byte is its header count, after the value
+    assert [end_transaction_marker(batch[:cut]) for cut in range(ends_with_the_value)] == [None] * ends_with_the_value
+    assert end_transaction_marker(batch[:ends_with_the_value]) == (ABORT, 9)
+    assert control_record_type(batch[:61]) is None
 
 
 # --- the partition's transactions (TransactionTracker) -------------------------------------------------------
