@@ -5,6 +5,7 @@ endpoint."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 
 from kio.schema.errors import ErrorCode
@@ -14,6 +15,10 @@ from broker.clientplane.protocol.build import build
 from broker.clientplane.protocol.versions import ApiKey
 from broker.config import Listener
 from broker.metadata_cache import MetadataCache
+from zk.admin import AdminError, create_topic, live_broker_ids
+from zk.client import ZkClient
+
+log = logging.getLogger(__name__)
 
 
 def coordinator_response(version: int, error: ErrorCode, message: str | None, node_id: int = -1, host: str = "",
@@ -21,6 +26,24 @@ def coordinator_response(version: int, error: ErrorCode, message: str | None, no
     # v0 has neither throttle time nor error message: build leaves out what the version lacks
     return build(response_module(ApiKey.FIND_COORDINATOR, version).FindCoordinatorResponse, throttle_time=NO_THROTTLE,
                  error_code=error, error_message=message, node_id=node_id, host=host, port=port)
+
+
+async def create_internal_topic(zk: ZkClient, topic: str, partitions: int, replication_factor: int,
+                                config: Callable[[int], dict[str, str]]) -> ErrorCode:
+    """Create a coordinator's internal topic with its configured partitions and replication factor capped by the live
+    brokers (Kafka 2.x refuses instead; a classroom cluster of one must work too); ``config`` gives the topic's
+    config for the replication factor chosen. The answer is COORDINATOR_NOT_AVAILABLE whatever happens: clients
+    retry, and find the topic's leaders once the controller has elected them."""
+    try:
+        live = await live_broker_ids(zk)
+        replication = max(1, min(replication_factor, len(live)))
+        await create_topic(zk, topic, partitions, replication, config(replication))
+    except AdminError as exc:
+        if exc.error_code != ErrorCode.topic_already_exists:
+            log.warning("creating %s failed: %s", topic, exc)
+        return ErrorCode.coordinator_not_available
+    log.info("created %s (%d partitions, replication factor %d)", topic, partitions, replication)
+    return ErrorCode.coordinator_not_available
 
 
 async def answer_coordinator(version: int, cache: MetadataCache, topic: str, partition: int, listener: Listener,

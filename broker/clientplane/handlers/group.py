@@ -12,7 +12,11 @@ from kio.schema.errors import ErrorCode
 
 from broker.clientplane.handlers.access import GroupAccess
 from broker.clientplane.handlers.common import NO_THROTTLE, answer_once, millis, response_module
-from broker.clientplane.handlers.find_coordinator import answer_coordinator, coordinator_response
+from broker.clientplane.handlers.find_coordinator import (
+    answer_coordinator,
+    coordinator_response,
+    create_internal_topic,
+)
 from broker.clientplane.network import Delayed
 from broker.clientplane.protocol.build import build
 from broker.clientplane.protocol.messages import Request
@@ -20,7 +24,6 @@ from broker.clientplane.protocol.versions import ApiKey
 from broker.config import Listener
 from broker.group.manager import OFFSETS_TOPIC
 from broker.group.metadata import JoinResult, OffsetAndMetadata
-from zk.admin import AdminError, create_topic, live_broker_ids
 
 log = logging.getLogger(__name__)
 
@@ -37,22 +40,12 @@ OFFSETS_TOPIC_CONFIG = {"cleanup.policy": "compact"}
 
 
 async def ensure_offsets_topic(groups: GroupAccess) -> ErrorCode:
-    """Create __consumer_offsets with offsets.topic.num.partitions and offsets.topic.replication.factor,
-    capped by the live brokers (Kafka 2.x refuses instead; a classroom cluster of one must work too).
-    Clients are answered COORDINATOR_NOT_AVAILABLE meanwhile and retry."""
+    """Create __consumer_offsets with offsets.topic.num.partitions and offsets.topic.replication.factor (capped by
+    the live brokers). Clients are answered COORDINATOR_NOT_AVAILABLE meanwhile and retry."""
     config = groups.config
-    try:
-        live = await live_broker_ids(groups.zk)
-        replication = max(1, min(config.offsets_topic_replication_factor, len(live)))
-        await create_topic(groups.zk, OFFSETS_TOPIC, config.offsets_topic_num_partitions, replication,
-                           {**OFFSETS_TOPIC_CONFIG, "segment.bytes": str(config.offsets_topic_segment_bytes)})
-    except AdminError as exc:
-        if exc.error_code != ErrorCode.topic_already_exists:
-            log.warning("creating %s failed: %s", OFFSETS_TOPIC, exc)
-        return ErrorCode.coordinator_not_available
-    log.info("created %s (%d partitions, replication factor %d)", OFFSETS_TOPIC,
-             config.offsets_topic_num_partitions, replication)
-    return ErrorCode.coordinator_not_available
+    return await create_internal_topic(
+        groups.zk, OFFSETS_TOPIC, config.offsets_topic_num_partitions, config.offsets_topic_replication_factor,
+        lambda _: {**OFFSETS_TOPIC_CONFIG, "segment.bytes": str(config.offsets_topic_segment_bytes)})
 
 
 async def handle_find_coordinator(groups: GroupAccess, request: Request, listener: Listener):

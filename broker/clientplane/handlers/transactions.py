@@ -14,14 +14,17 @@ from kio.schema.errors import ErrorCode
 
 from broker.clientplane.handlers.access import TxnAccess
 from broker.clientplane.handlers.common import NO_THROTTLE, answer_once, millis, response_module
-from broker.clientplane.handlers.find_coordinator import answer_coordinator, coordinator_response
+from broker.clientplane.handlers.find_coordinator import (
+    answer_coordinator,
+    coordinator_response,
+    create_internal_topic,
+)
 from broker.clientplane.network import Delayed
 from broker.clientplane.protocol.build import build
 from broker.clientplane.protocol.messages import Request
 from broker.clientplane.protocol.versions import ApiKey
 from broker.config import Listener
 from broker.transaction.coordinator import TRANSACTION_STATE_TOPIC
-from zk.admin import AdminError, create_topic, live_broker_ids
 
 log = logging.getLogger(__name__)
 
@@ -41,22 +44,13 @@ async def ensure_transaction_state_topic(txns: TxnAccess) -> ErrorCode:
     transaction.state.log.min.isr (capped by the replication factor, or no transaction could ever be stored).
     Clients are answered COORDINATOR_NOT_AVAILABLE meanwhile and retry."""
     config = txns.config
-    try:
-        live = await live_broker_ids(txns.zk)
-        replication = max(1, min(config.transaction_state_log_replication_factor, len(live)))
-        await create_topic(txns.zk, TRANSACTION_STATE_TOPIC, config.transaction_state_log_num_partitions,
-                           replication, {
-                               "cleanup.policy": "compact",
-                               "min.insync.replicas": str(min(config.transaction_state_log_min_isr, replication)),
-                               "segment.bytes": str(config.transaction_state_log_segment_bytes),
-                               "unclean.leader.election.enable": "false"})
-    except AdminError as exc:
-        if exc.error_code != ErrorCode.topic_already_exists:
-            log.warning("creating %s failed: %s", TRANSACTION_STATE_TOPIC, exc)
-        return ErrorCode.coordinator_not_available
-    log.info("created %s (%d partitions, replication factor %d)", TRANSACTION_STATE_TOPIC,
-             config.transaction_state_log_num_partitions, replication)
-    return ErrorCode.coordinator_not_available
+    return await create_internal_topic(
+        txns.zk, TRANSACTION_STATE_TOPIC, config.transaction_state_log_num_partitions,
+        config.transaction_state_log_replication_factor, lambda replication: {
+            "cleanup.policy": "compact",
+            "min.insync.replicas": str(min(config.transaction_state_log_min_isr, replication)),
+            "segment.bytes": str(config.transaction_state_log_segment_bytes),
+            "unclean.leader.election.enable": "false"})
 
 
 async def handle_find_transaction_coordinator(txns: TxnAccess, request: Request, listener: Listener):
