@@ -7,15 +7,8 @@ import socket
 
 import pytest
 
-from cluster.processes import (
-    BrokerSpec,
-    ClusterError,
-    ClusterLayout,
-    ClusterSpec,
-    broker_properties,
-    choose_ports,
-    metrics_url,
-)
+from cluster.processes import BrokerSpec, ClusterLayout, ClusterSpec, broker_properties, metrics_url
+from cluster.processes import ClusterError, choose_ports
 
 
 def _fixed_layout(count: int) -> tuple[int, list[tuple[int, int, int]]]:
