@@ -49,7 +49,13 @@ from broker.log.record_batch import (
 )
 from broker.log.retention import deletable_segments
 from broker.log.segment import CLEANED_SUFFIX, SWAP_SUFFIX, LogSegment
-from broker.log.transactions import AbortedTxn, TransactionTracker, control_record_type, last_stable_offset
+from broker.log.transactions import (
+    AbortedTxn,
+    TransactionTracker,
+    control_record_type,
+    end_transaction_marker,
+    last_stable_offset,
+)
 
 log = logging.getLogger(__name__)
 
@@ -552,6 +558,15 @@ class Log:
         for segment in self.segments:
             for _, header in scan_batch_headers(segment.fd, 0, segment.size):
                 yield header
+
+    def producer_batches(self) -> Iterator[tuple[BatchHeader, int | None]]:
+        """Each batch's header with an end-transaction marker's coordinator epoch (None otherwise); a marker is read
+        whole (a few dozen bytes), every other batch by its header only."""
+        for segment in self.segments:
+            for position, header in scan_batch_headers(segment.fd, 0, segment.size):
+                marker = end_transaction_marker(os.pread(segment.fd, header.size, position)) \
+                    if header.is_control and header.producer_id >= 0 else None
+                yield header, None if marker is None else marker[1]
 
     # ----------------------------------------------------------------------------------------- roll
 

@@ -153,7 +153,7 @@ class Partition:
     def rebuild_producer_state(self) -> None:
         """Idempotent producers' last batches, replayed from the log, so any replica that becomes leader
         (or restarts) still recognises a retried batch. Kafka keeps snapshots; headers are cheap to scan."""
-        self.producer_state.rebuild(self.log.batch_headers())
+        self.producer_state.rebuild(self.log.producer_batches())
 
     @property
     def topic_partition(self) -> tuple[str, int]:
@@ -270,7 +270,9 @@ class Partition:
                 header = header._replace(base_offset=offset)
                 offset += header.last_offset_delta + 1
             if header.producer_id >= 0:
-                self.producer_state.record_header(header)
+                marker = end_transaction_marker(records[position:position + header.size]) if header.is_control \
+                    else None
+                self.producer_state.record_header(header, None if marker is None else marker[1])
                 if offset is not None and is_transactional(header):
                     self.lso_watched = True
             position += header.size

@@ -180,8 +180,10 @@ class ProducerStateManager:
         entry = self._producers.setdefault(producer_id, ProducerStateEntry(producer_id))
         entry.coordinator_epoch = max(entry.coordinator_epoch, coordinator_epoch)
 
-    def record_header(self, header: BatchHeader) -> None:
-        """``record`` from a batch header as stored in the log; batches without a producer id are ignored."""
+    def record_header(self, header: BatchHeader, coordinator_epoch: int | None = None) -> None:
+        """``record`` from a batch header as stored in the log; batches without a producer id are ignored.
+        ``coordinator_epoch``: an end-transaction marker's, which fences older coordinators here too, as on the
+        leader that wrote it (Kafka's appendEndTxnMarker keeps it in every replica's producer state)."""
         if header.producer_id < 0:
             return
         if header.is_control:
@@ -190,17 +192,20 @@ class ProducerStateManager:
             entry = self._bump_epoch(header.producer_id, header.producer_epoch)
             entry.last_timestamp = header.max_timestamp
             entry.current_txn_first_offset = None
+            if coordinator_epoch is not None:
+                entry.coordinator_epoch = max(entry.coordinator_epoch, coordinator_epoch)
             return
         self.record(header.producer_id, header.producer_epoch, header.base_sequence,
                     increment_sequence(header.base_sequence, header.last_offset_delta),
                     header.base_offset, header.last_offset, header.max_timestamp, is_transactional(header))
 
-    def rebuild(self, headers: Iterable[BatchHeader]) -> None:
-        """Forget everything and replay the log's batch headers in offset order (log load, recovery)."""
+    def rebuild(self, batches: Iterable[tuple[BatchHeader, int | None]]) -> None:
+        """Forget everything and replay the log's batches in offset order (log load, recovery): each header with
+        the coordinator epoch of an end-transaction marker (None for any other batch)."""
         self._producers.clear()
         self._refused_for_isr.clear()
-        for header in headers:
-            self.record_header(header)
+        for header, coordinator_epoch in batches:
+            self.record_header(header, coordinator_epoch)
 
     def truncate_to(self, offset: int) -> None:
         """Forget batches at or above ``offset``, and producers left with none.

@@ -143,6 +143,9 @@ class InMemoryLog:
     def batch_headers(self) -> Iterator[BatchHeader]:
         return iter([header for header, _ in self._batches])
 
+    def producer_batches(self) -> Iterator[tuple[BatchHeader, int | None]]:
+        return iter([(header, None) for header, _ in self._batches])  # no transactions modelled here
+
     def first_unstable_offset(self, high_watermark: int) -> int | None:
         return None  # the in-memory log models no transactions
 

@@ -121,3 +121,32 @@ def test_the_markers_appended_carry_their_offsets_and_coordinator_epochs(tmp_pat
     info = partition.append_records_to_leader(records, 1, 1, T0, from_coordinator=True)
     assert partition.markers_appended(records, info.first_offset) == [TxnMarkerAppended(3, 0, True, 2, 9)]
     assert partition.markers_appended(txn(3, 2), 3) == []  # data batches are no markers
+
+
+def test_the_coordinator_epoch_fence_holds_on_a_follower_turned_leader_and_after_a_restart(tmp_path):
+    """Kafka keeps a marker's coordinator epoch in every replica's producer state: a zombie coordinator (an older
+    epoch) cannot write a marker to the partition's next leader either, nor to one that reloaded its log."""
+    from broker.replication.txn_markers import check_marker
+
+    leader = leader_partition(tmp_path)
+    leader.append_records_to_leader(txn(1, 0), 1, 1, T0)
+    epoch_7 = build_end_txn_marker(producer_id=1, producer_epoch=0, abort=False, coordinator_epoch=7,
+                                   timestamp=RECORD_TIME)
+    leader.append_records_to_leader(epoch_7, 1, 1, T0, from_coordinator=True)
+    follower = new_partition(open_log(tmp_path / "follower"), broker_id=FOLLOWER)
+    follower.make_follower(leadership())
+    data = leader.read_records(0, BIG, isolation=FetchIsolation.LOG_END, current_leader_epoch=None)
+    follower.append_records_to_follower(data.region.read_bytes(), 3, 0)
+    assert follower.producer_state.producers[1].coordinator_epoch == 7
+    follower.make_leader(leadership(leader=FOLLOWER, leader_epoch=2, isr=(FOLLOWER, LEADER)), T0)
+    stale = build_end_txn_marker(producer_id=1, producer_epoch=0, abort=True, coordinator_epoch=6,
+                                 timestamp=RECORD_TIME)
+    refused = check_marker(follower, stale, 6)
+    assert refused is not None and refused.error is ErrorCode.transaction_coordinator_fenced
+    assert check_marker(follower, stale, 7) is None, "the same coordinator epoch is still welcome"
+
+    follower.log.close()
+    reloaded = new_partition(open_log(tmp_path / "follower"), broker_id=FOLLOWER)
+    assert reloaded.producer_state.producers[1].coordinator_epoch == 7, "rebuilt from the marker in the log"
+    refused = check_marker(reloaded, stale, 6)
+    assert refused is not None and refused.error is ErrorCode.transaction_coordinator_fenced

@@ -159,14 +159,14 @@ def test_rebuilding_from_the_logs_headers_after_a_restart_equals_the_live_state(
     leader.produce(8, 3, 0)
     leader.headers.append(header(leader.log_end_offset, -1, -1, -1, 3))  # not idempotent: no state
     restarted = ProducerStateManager()
-    restarted.rebuild(leader.headers)
+    restarted.rebuild((h, None) for h in leader.headers)
     assert restarted.producers == leader.state.producers
     assert restarted.check(PID, 0, 6, 7) == leader.state.check(PID, 0, 6, 7)
 
 
 def test_a_transaction_marker_in_the_log_moves_the_producer_to_its_epoch():
     state = ProducerStateManager()
-    state.rebuild([header(0, PID, 0, 0, 2), header(2, PID, 1, -1, 1, attributes=CONTROL_FLAG)])
+    state.rebuild([(header(0, PID, 0, 0, 2), None), (header(2, PID, 1, -1, 1, attributes=CONTROL_FLAG), None)])
     assert state.producers[PID].producer_epoch == 1 and not state.producers[PID].batches
     assert state.check(PID, 1, 2, 3).error_code is ErrorCode.out_of_order_sequence_number
     assert state.check(PID, 1, 0, 1).should_append
@@ -180,7 +180,7 @@ def test_truncation_forgets_the_batches_at_and_above_the_offset_so_they_can_be_a
     assert [b.last_offset for b in leader.state.producers[PID].batches] == [1]
     assert leader.state.check(PID, 0, 2, 3).should_append
     rebuilt = ProducerStateManager()
-    rebuilt.rebuild(h for h in leader.headers if h.last_offset < 2)
+    rebuilt.rebuild((h, None) for h in leader.headers if h.last_offset < 2)
     assert rebuilt.producers == leader.state.producers
 
 

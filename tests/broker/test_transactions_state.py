@@ -159,5 +159,5 @@ def test_truncation_below_a_transaction_start_closes_it_and_rebuild_replays_it()
         state.record_header(h)
     state.truncate_to(1)
     assert state.producers[1].current_txn_first_offset is None
-    state.rebuild(headers)
+    state.rebuild((h, None) for h in headers)
     assert state.producers[1].current_txn_first_offset == 1
