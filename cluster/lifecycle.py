@@ -12,6 +12,7 @@ from broker.config import PROFILES, ConfigError, KafkaConfig
 from broker.log.cleaner.cpu_group import remove_idle_cpu_group
 from cluster.admin import read_cluster_state
 from cluster.net.plan import DEFAULT_SUBNET
+from cluster.readiness import wait_until_serving
 from cluster.disk import broker_log_dir, mount_log_dir, recorded_mounts, require_root, unmount_log_dirs
 from cluster.processes import (
     BrokerSpec,
@@ -126,6 +127,7 @@ def up(data_dir: Path, brokers: int = 3, zookeeper: str | None = None, profile: 
             spawn_broker(layout, broker.broker_id)
         controller, epoch = asyncio.run(wait_for_cluster(spec.zookeeper, [b.broker_id for b in spec.brokers],
                                                          layout))
+        wait_until_serving(spec.brokers)
     except BaseException:
         # a cluster that did not come up leaves nothing running: no ZooKeeper, broker or mount behind the error
         for broker in spec.brokers:
@@ -217,6 +219,7 @@ def _up_netns(layout: ClusterLayout, brokers: int, profile: str, overrides: dict
             write_properties(layout.broker_config(broker.broker_id), broker_properties(spec, broker, layout))
             spawn_broker(layout, broker.broker_id)
         controller, epoch = asyncio.run(wait_for_cluster(spec.zookeeper, broker_ids, layout))
+        wait_until_serving(spec.brokers)
     except BaseException:
         for broker_id in broker_ids:
             stop_process(layout.broker_pid(broker_id), 5.0, signal.SIGKILL)

@@ -7,8 +7,6 @@ import asyncio
 import json
 import os
 import signal
-import socket
-import struct
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -16,44 +14,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from kafka.protocol.metadata import MetadataRequest, MetadataResponse
-
 from broker.log.cleaner.cpu_group import remove_idle_cpu_group
 from cluster.admin import ClusterState, read_cluster_state
 from cluster.lifecycle import down, up, wait_for_cluster
 from cluster.waiting import poll_until
 from cluster.processes import ClusterLayout, ClusterSpec, PidFile, spawn_broker
+from cluster.readiness import wait_until_serving
 from traces.events import parse_line
 from traces.faults import TOOLS_TRACE_FILE, record_fault
 from zk.client import ZkClient, connected
 
 T = TypeVar("T")
-
-
-def knows_the_controller(client_port: int) -> bool:
-    """Whether the broker's Metadata answer names a controller. A broker registered in ZooKeeper answers with
-    controller -1 and no brokers until the controller's first UpdateMetadata reaches it (as Kafka's does); an admin
-    client bootstrapped from it then waits for a controller that only a later metadata refresh would name."""
-    request = MetadataRequest(topics=[], allow_auto_topic_creation=False)
-    request.with_header(correlation_id=1, client_id="kafkasim-harness")
-    try:
-        with socket.create_connection(("127.0.0.1", client_port), timeout=5) as sock:
-            sock.sendall(request.encode(version=1, header=True, framed=True))
-            size = struct.unpack(">i", _recv_exactly(sock, 4))[0]
-            reply = MetadataResponse.decode(_recv_exactly(sock, size), version=1, header=True)
-    except (OSError, ConnectionError):
-        return False
-    return reply.controller_id >= 0 and len(reply.brokers) > 0
-
-
-def _recv_exactly(sock: socket.socket, n: int) -> bytes:
-    data = bytearray()
-    while len(data) < n:
-        chunk = sock.recv(n - len(data))
-        if not chunk:
-            raise ConnectionError("closed by the broker")
-        data += chunk
-    return bytes(data)
 
 
 def wait_until(condition: Callable[[], T], timeout_s: float, what: str, interval_s: float = 0.05) -> T:
@@ -115,9 +86,7 @@ class RunningCluster:
         pid = spawn_broker(self.layout, broker_id)
         record_fault(self.data_dir / TOOLS_TRACE_FILE, "start", f"broker {broker_id} (pid {pid})", broker_id=broker_id)
         asyncio.run(wait_for_cluster(self.zk_connect, [broker_id], self.layout, timeout_s=60, newer_than=previous))
-        port = next(b.client_port for b in self.spec.brokers if b.broker_id == broker_id)
-        wait_until(lambda: knows_the_controller(port), 30, f"broker {broker_id} to learn the controller from its first "
-                   "UpdateMetadata")
+        wait_until_serving([b for b in self.spec.brokers if b.broker_id == broker_id])
 
     def traces(self, broker_id: int) -> list:
         return read_traces(self.layout.trace_file(broker_id))

@@ -11,6 +11,8 @@ from confluent_kafka.admin import AdminClient
 from kafka import KafkaAdminClient
 from kafka.protocol.metadata.api_versions import ApiVersionsResponse
 
+from cluster.processes import BrokerSpec, ClusterError
+from cluster.readiness import names_a_controller, wait_until_serving
 from tests.cluster.test_controller import SESSION_S, make_topic
 from tests.harness import wait_until
 
@@ -116,3 +118,16 @@ def test_a_bad_frame_closes_only_its_connection(cluster, frame):
         good.sendall(api_versions_frame(3))
         assert ApiVersionsResponse.decode(read_frame(good), version=3, header=True).error_code == 0
     assert cluster.pid(1) is not None
+
+
+def test_up_returns_once_every_broker_names_the_controller_and_a_non_broker_does_not(cluster):
+    # the fixture's `kafkasim up` returned: each broker's Metadata names a controller already
+    assert all(names_a_controller(b.host, b.client_port) for b in cluster.spec.brokers)
+    with socket.socket() as silent:  # a listener that never answers: not serving
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        port = silent.getsockname()[1]
+        assert not names_a_controller("127.0.0.1", port, timeout_s=0.5)
+        with pytest.raises(ClusterError, match=r"brokers \[9\] are registered but their Metadata names no controller"):
+            wait_until_serving([BrokerSpec(9, port, 0)], timeout_s=0.5)
+    assert not names_a_controller("127.0.0.1", port, timeout_s=0.5)  # nothing listens there now
