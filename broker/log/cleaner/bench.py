@@ -43,8 +43,7 @@ def measure(directory: Path, *, records: int, keys: int, codec: int, batch_recor
     if worker:
         import psutil
 
-        cpu_group = IdleCpuGroup()
-        process = CleanerProcess("bench-cleaner", 128 << 20, 0.9, math.inf, cpu_group)
+        process = CleanerProcess("bench-cleaner", 128 << 20, 0.9, math.inf, IdleCpuGroup())
         process.start()
         _wait_until_idle(psutil.Process(process.pid))
         worker_cpu_started = sum(psutil.Process(process.pid).cpu_times()[:2])
@@ -64,7 +63,7 @@ def measure(directory: Path, *, records: int, keys: int, codec: int, batch_recor
     finally:
         if process is not None:
             process.close()
-            cpu_group.remove(wait_s=2.0)
+            IdleCpuGroup().remove(wait_s=2.0)
     assert report is not None
     log_.close()
     dirty_mib = report.dirty_bytes / (1 << 20)

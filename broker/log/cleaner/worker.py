@@ -124,6 +124,7 @@ class CleanerProcess:
                  cpu_group: IdleCpuGroup | None = None) -> None:
         self.name = name
         self._cpu_group = cpu_group
+        self.cpu_group_refusal: str | None = None  # why the last start could not join the idle CPU group
         self._settings = {"map_memory": map_memory, "load_factor": load_factor, "bytes_per_second": bytes_per_second}
         self._process: subprocess.Popen | None = None
         self._sock: socket.socket | None = None
@@ -157,14 +158,15 @@ class CleanerProcess:
         log.info("%s: cleaner worker process started, pid %d%s", self.name, self._process.pid, where)
 
     def _join_cpu_group(self, pid: int) -> str:
-        """At once after the start, before the interpreter's imports: what the log line says about where it runs
-        (a group that cannot be made is logged once, by the group)."""
+        """At once after the start, before the interpreter's imports: what the log line says about where it runs."""
         if self._cpu_group is None:
             return ""
         try:
             return f", in the idle CPU group {self._cpu_group.join(pid)}"
-        except NoIdleGroup:
-            return ", SCHED_IDLE in the broker's CPU group"
+        except NoIdleGroup as exc:
+            first = self.cpu_group_refusal is None
+            self.cpu_group_refusal = str(exc)
+            return f" (SCHED_IDLE in the broker's CPU group: {exc})" if first else ""
 
     def clean(self, plan: CleaningPlan, now_ms: int) -> CleaningResult | None:
         """Run the cleaning in the worker; the result's ``.cleaned`` segments are opened here, for the swap."""
