@@ -9,7 +9,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 from broker.config import PROFILES, ConfigError, KafkaConfig
-from broker.log.cleaner.cpu_group import remove_idle_cpu_group
 from cluster.admin import read_cluster_state
 from cluster.net.plan import DEFAULT_SUBNET
 from cluster.readiness import wait_until_serving
@@ -283,7 +282,6 @@ def down(data_dir: Path, say: Say = print, timeout_s: float = 60.0, unmount: boo
             say(f"removed {removed}")
     if unmount:
         unmount_log_dirs(recorded_mounts(spec), say)
-    remove_idle_cpu_group(wait_s=1.0)  # a broker's shutdown removes its cleaner workers' CPU group; not one killed
 
 
 async def _broker_epochs(zk_connect: str) -> dict[int, int]:

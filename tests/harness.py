@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from broker.log.cleaner.cpu_group import remove_idle_cpu_group
 from cluster.admin import ClusterState, read_cluster_state
 from cluster.lifecycle import down, up, wait_for_cluster
 from cluster.waiting import poll_until
@@ -108,7 +107,6 @@ class RunningCluster:
                     pass
         for broker in self.spec.brokers:
             wait_until(lambda b=broker: self.pid(b.broker_id) is None, 10, f"broker {broker.broker_id} to stop")
-        remove_idle_cpu_group(wait_s=2.0)  # killed, the brokers did not remove their cleaner workers' CPU group
 
 
 # The tests expect a leader to stay where an election put it; the automatic preferred election (on by default, as in

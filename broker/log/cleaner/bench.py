@@ -1,8 +1,8 @@
 """Cleaner throughput: MiB/s of dirty log mapped and rewritten by one cleaning, on real files in a temporary
 directory. ``python -m broker.log.cleaner.bench [--records N] [--keys K] [--codec none|gzip] [--worker]``.
 
-``--worker`` runs the cleaning in a cleaner worker process, as a broker does (SCHED_IDLE in the idle CPU group: on a
-busy machine its wall time grows), and reports the CPU time of both processes."""
+``--worker`` runs the cleaning in a cleaner worker process, as a broker does (niced: on a busy machine its wall time
+grows), and reports the CPU time of both processes."""
 
 from __future__ import annotations
 
@@ -17,7 +17,6 @@ from broker.log.cleaner.cleaner import clean
 from broker.log.cleaner.manager import CleanerManager
 from broker.log.cleaner.offset_map import OffsetMap
 from broker.log.cleaner.throttler import Throttler
-from broker.log.cleaner.cpu_group import IdleCpuGroup
 from broker.log.cleaner.worker import CleanerProcess
 from broker.log.config import LogConfig
 from broker.log.log import Log
@@ -43,7 +42,7 @@ def measure(directory: Path, *, records: int, keys: int, codec: int, batch_recor
     if worker:
         import psutil
 
-        process = CleanerProcess("bench-cleaner", 128 << 20, 0.9, math.inf, IdleCpuGroup())
+        process = CleanerProcess("bench-cleaner", 128 << 20, 0.9, math.inf)
         process.start()
         _wait_until_idle(psutil.Process(process.pid))
         worker_cpu_started = sum(psutil.Process(process.pid).cpu_times()[:2])
@@ -63,7 +62,6 @@ def measure(directory: Path, *, records: int, keys: int, codec: int, batch_recor
     finally:
         if process is not None:
             process.close()
-            IdleCpuGroup().remove(wait_s=2.0)
     assert report is not None
     log_.close()
     dirty_mib = report.dirty_bytes / (1 << 20)

@@ -28,7 +28,6 @@ from broker.log.cleaner.cleaner import CleanerStats, CleaningAborted, CleaningPl
 from broker.log.cleaner.manager import CleanerManager, CleaningReport, TopicPartition
 from broker.log.cleaner.offset_map import OffsetMap
 from broker.log.cleaner.throttler import Throttler
-from broker.log.cleaner.cpu_group import IdleCpuGroup
 from broker.log.cleaner.worker import CleanerProcess
 from broker.log.log import Log
 
@@ -88,10 +87,9 @@ class LogCleaner:
         self._in_process = in_process
         self._throttler = Throttler(config.io_max_bytes_per_second)  # in process: one for every thread, as Kafka's
         # each worker process throttles itself to its share of the rate, so they all together keep to it
-        self.cpu_group = IdleCpuGroup() if not in_process else None
         self.processes = [CleanerProcess(f"kafka-log-cleaner-thread-{i}", config.map_memory_per_thread,
                                          config.io_buffer_load_factor,
-                                         config.io_max_bytes_per_second / max(1, config.threads), self.cpu_group)
+                                         config.io_max_bytes_per_second / max(1, config.threads))
                           for i in range(config.threads)] if not in_process else []
         self._stopping = threading.Event()
         self._wake = asyncio.Event()
@@ -246,8 +244,6 @@ class LogCleaner:
                 await task
         for process in self.processes:
             await asyncio.to_thread(process.close)
-        if self.cpu_group is not None:
-            self.cpu_group.remove()
         if self._executor is not None:
             self._executor.shutdown(wait=True)
 

@@ -40,8 +40,6 @@ import traceback
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from broker.log.cleaner.cpu_group import IdleCpuGroup, NoIdleGroup
-
 if TYPE_CHECKING:
     from broker.log.cleaner.cleaner import CleaningPlan, CleaningResult
 
@@ -120,11 +118,8 @@ class CleanerProcess:
     :meth:`stop` may be called from any thread; :meth:`close` ends the process by its own PID.
     """
 
-    def __init__(self, name: str, map_memory: int, load_factor: float, bytes_per_second: float,
-                 cpu_group: IdleCpuGroup | None = None) -> None:
+    def __init__(self, name: str, map_memory: int, load_factor: float, bytes_per_second: float) -> None:
         self.name = name
-        self._cpu_group = cpu_group
-        self.cpu_group_refusal: str | None = None  # why the last start could not join the idle CPU group
         self._settings = {"map_memory": map_memory, "load_factor": load_factor, "bytes_per_second": bytes_per_second}
         self._process: subprocess.Popen | None = None
         self._sock: socket.socket | None = None
@@ -154,19 +149,7 @@ class CleanerProcess:
         finally:
             theirs.close()
         self._sock = ours
-        where = self._join_cpu_group(self._process.pid)
-        log.info("%s: cleaner worker process started, pid %d%s", self.name, self._process.pid, where)
-
-    def _join_cpu_group(self, pid: int) -> str:
-        """At once after the start, before the interpreter's imports: what the log line says about where it runs."""
-        if self._cpu_group is None:
-            return ""
-        try:
-            return f", in the idle CPU group {self._cpu_group.join(pid)}"
-        except NoIdleGroup as exc:
-            first = self.cpu_group_refusal is None
-            self.cpu_group_refusal = str(exc)
-            return f" (SCHED_IDLE in the broker's CPU group: {exc})" if first else ""
+        log.info("%s: cleaner worker process started, pid %d", self.name, self._process.pid)
 
     def clean(self, plan: CleaningPlan, now_ms: int) -> CleaningResult | None:
         """Run the cleaning in the worker; the result's ``.cleaned`` segments are opened here, for the swap."""
