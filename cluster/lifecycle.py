@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from broker.config import PROFILES, ConfigError, KafkaConfig
+from broker.log.cleaner.cpu_group import remove_groups_of_stopped_brokers
 from cluster.admin import read_cluster_state
 from cluster.net.plan import DEFAULT_SUBNET
 from cluster.readiness import wait_until_serving
@@ -73,6 +74,15 @@ async def wait_for_cluster(zk_connect: str, broker_ids: list[int], layout: Clust
         await zk.close()
 
 
+def wait_until_ready(spec: ClusterSpec, broker_ids: list[int], layout: ClusterLayout, timeout_s: float = 60.0,
+                     newer_than: dict[int, int] | None = None) -> tuple[int, int]:
+    """Every named broker registered (newer than ``newer_than``'s epochs, for restarts), a controller elected, and each
+    of them serving (its Metadata names the controller, cluster/readiness.py); returns (controller, epoch)."""
+    controller, epoch = asyncio.run(wait_for_cluster(spec.zookeeper, broker_ids, layout, timeout_s, newer_than))
+    wait_until_serving([b for b in spec.brokers if b.broker_id in broker_ids])
+    return controller, epoch
+
+
 def up(data_dir: Path, brokers: int = 3, zookeeper: str | None = None, profile: str = "kafka",
        overrides: dict[str, str] | None = None, base_port: int = 9092, zookeeper_port: int = 0,
        tick_time_ms: int = 200, say: Say = print, netns: bool = False, subnet: str | None = None,
@@ -124,9 +134,7 @@ def up(data_dir: Path, brokers: int = 3, zookeeper: str | None = None, profile: 
         for broker in spec.brokers:
             write_properties(layout.broker_config(broker.broker_id), broker_properties(spec, broker, layout))
             spawn_broker(layout, broker.broker_id)
-        controller, epoch = asyncio.run(wait_for_cluster(spec.zookeeper, [b.broker_id for b in spec.brokers],
-                                                         layout))
-        wait_until_serving(spec.brokers)
+        controller, epoch = wait_until_ready(spec, [b.broker_id for b in spec.brokers], layout)
     except BaseException:
         # a cluster that did not come up leaves nothing running: no ZooKeeper, broker or mount behind the error
         for broker in spec.brokers:
@@ -217,8 +225,7 @@ def _up_netns(layout: ClusterLayout, brokers: int, profile: str, overrides: dict
         for broker in spec.brokers:
             write_properties(layout.broker_config(broker.broker_id), broker_properties(spec, broker, layout))
             spawn_broker(layout, broker.broker_id)
-        controller, epoch = asyncio.run(wait_for_cluster(spec.zookeeper, broker_ids, layout))
-        wait_until_serving(spec.brokers)
+        controller, epoch = wait_until_ready(spec, broker_ids, layout)
     except BaseException:
         for broker_id in broker_ids:
             stop_process(layout.broker_pid(broker_id), 5.0, signal.SIGKILL)
@@ -241,7 +248,7 @@ def start_broker(data_dir: Path, broker_id: int, wait: bool = True, say: Say = p
     pid = spawn_broker(layout, broker_id)
     record_fault(data_dir / TOOLS_TRACE_FILE, "start", f"broker {broker_id} (pid {pid})", broker_id=broker_id)
     if wait:
-        asyncio.run(wait_for_cluster(spec.zookeeper, [broker_id], layout, newer_than=previous))
+        wait_until_ready(spec, [broker_id], layout, newer_than=previous)
     say(f"broker {broker_id} started (pid {pid})")
     return pid
 
@@ -282,6 +289,8 @@ def down(data_dir: Path, say: Say = print, timeout_s: float = 60.0, unmount: boo
             say(f"removed {removed}")
     if unmount:
         unmount_log_dirs(recorded_mounts(spec), say)
+    # a broker's shutdown removes its cleaner workers' CPU group; a killed one cannot
+    remove_groups_of_stopped_brokers(wait_s=1.0)
 
 
 async def _broker_epochs(zk_connect: str) -> dict[int, int]:

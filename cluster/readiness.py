@@ -25,14 +25,19 @@ def names_a_controller(host: str, client_port: int, timeout_s: float = 5.0) -> b
     try:
         with socket.create_connection((host, client_port), timeout=timeout_s) as sock:
             sock.sendall(request.encode(version=METADATA_VERSION, header=True, framed=True))
-            (size,) = struct.unpack(">i", _recv_exactly(sock, 4))
-            reply = MetadataResponse.decode(_recv_exactly(sock, size), version=METADATA_VERSION, header=True)
+            reply = MetadataResponse.decode(read_frame(sock), version=METADATA_VERSION, header=True)
     except (OSError, ConnectionError, ValueError):
         return False
     return reply.controller_id >= 0 and len(reply.brokers) > 0
 
 
-def _recv_exactly(sock: socket.socket, n: int) -> bytes:
+def read_frame(sock: socket.socket) -> bytes:
+    """One size-prefixed Kafka frame from a blocking socket, without its size (the tests' raw clients use it too)."""
+    (size,) = struct.unpack(">i", recv_exactly(sock, 4))
+    return recv_exactly(sock, size)
+
+
+def recv_exactly(sock: socket.socket, n: int) -> bytes:
     data = bytearray()
     while len(data) < n:
         chunk = sock.recv(n - len(data))

@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from broker.log.cleaner.cpu_group import remove_groups_of_stopped_brokers
 from cluster.admin import ClusterState, read_cluster_state
-from cluster.lifecycle import down, up, wait_for_cluster
+from cluster.lifecycle import down, up, wait_until_ready
 from cluster.waiting import poll_until
 from cluster.processes import ClusterLayout, ClusterSpec, PidFile, spawn_broker
-from cluster.readiness import wait_until_serving
 from traces.events import parse_line
 from traces.faults import TOOLS_TRACE_FILE, record_fault
 from zk.client import ZkClient, connected
@@ -84,8 +84,7 @@ class RunningCluster:
         previous = {b.broker_id: b.broker_epoch for b in self.state(topics=[]).brokers}
         pid = spawn_broker(self.layout, broker_id)
         record_fault(self.data_dir / TOOLS_TRACE_FILE, "start", f"broker {broker_id} (pid {pid})", broker_id=broker_id)
-        asyncio.run(wait_for_cluster(self.zk_connect, [broker_id], self.layout, timeout_s=60, newer_than=previous))
-        wait_until_serving([b for b in self.spec.brokers if b.broker_id == broker_id])
+        wait_until_ready(self.spec, [broker_id], self.layout, timeout_s=60, newer_than=previous)
 
     def traces(self, broker_id: int) -> list:
         return read_traces(self.layout.trace_file(broker_id))
@@ -107,6 +106,7 @@ class RunningCluster:
                     pass
         for broker in self.spec.brokers:
             wait_until(lambda b=broker: self.pid(b.broker_id) is None, 10, f"broker {broker.broker_id} to stop")
+        remove_groups_of_stopped_brokers(wait_s=2.0)  # killed brokers leave their cleaner workers' CPU groups
 
 
 # The tests expect a leader to stay where an election put it; the automatic preferred election (on by default, as in

@@ -352,6 +352,12 @@ class Log:
         return self._recovery_point
 
     @property
+    def truncations(self) -> int:
+        """How many truncations this log has had: work planned on its segments (a background flush, a cleaning)
+        stands only if the count did not move, since a segment truncated and appended to again may keep its size."""
+        return self._truncations
+
+    @property
     def segments(self) -> list[LogSegment]:
         return list(self._segments)
 
@@ -555,9 +561,8 @@ class Log:
         return found
 
     def batch_headers(self) -> Iterator[BatchHeader]:
-        for segment in self.segments:
-            for _, header in scan_batch_headers(segment.fd, 0, segment.size):
-                yield header
+        """Every stored batch's header, oldest first (tools and tests; not part of the replica-log port)."""
+        return (header for header, _ in self.producer_batches())
 
     def producer_batches(self) -> Iterator[tuple[BatchHeader, int | None]]:
         """Each batch's header with an end-transaction marker's coordinator epoch (None otherwise); a marker is read

@@ -143,6 +143,9 @@ class Partition:
     # The leader watches its LSO (for the trace) only from a transactional append until the LSO follows the HW
     # again with nothing open: a partition without transactions pays nothing per produce or HW move.
     lso_watched: bool = False
+    # the end-transaction markers of the leader's last append, with their offsets (the coordinator's markers feed the
+    # transaction and group coordinators); parsed once, with the producers' state
+    appended_markers: list[TxnMarkerAppended] = field(default_factory=list)
     # (held LSO, or None while it equals the HW; open transactions) as last reported; None: following the HW
     _lso_reported: tuple[int | None, int] | None = None
 
@@ -246,8 +249,7 @@ class Partition:
             info = self.log.append_as_leader(records, self.leader_epoch, from_coordinator=True)
         else:
             info = self.log.append_as_leader(records, self.leader_epoch)
-        if info is not None:
-            self._record_producer_batches(records, info.first_offset)
+        self.appended_markers = self._record_producer_batches(records, info.first_offset) if info is not None else []
         self.maybe_increment_high_watermark(now_ms)
         return info
 
@@ -260,9 +262,12 @@ class Partition:
                                              is_transactional(header))
         return None if decision.should_append else decision
 
-    def _record_producer_batches(self, records: bytes, first_offset: int | None) -> None:
+    def _record_producer_batches(self, records: bytes, first_offset: int | None) -> list[TxnMarkerAppended]:
+        """Producers' state from appended batches; on the leader (``first_offset`` known) the end-transaction markers
+        among them, with their offsets."""
         # The leader's copy of the client bytes still says baseOffset 0: count from the assigned offset.
         # A follower's bytes carry the leader's offsets already.
+        markers: list[TxnMarkerAppended] = []
         position, offset = 0, first_offset
         while position < len(records):
             header = parse_header(records, position)
@@ -273,23 +278,13 @@ class Partition:
                 marker = end_transaction_marker(records[position:position + header.size]) if header.is_control \
                     else None
                 self.producer_state.record_header(header, None if marker is None else marker[1])
+                if offset is not None and marker is not None:
+                    markers.append(TxnMarkerAppended(header.producer_id, header.producer_epoch, marker[0] == ABORT,
+                                                     header.base_offset, marker[1]))
                 if offset is not None and is_transactional(header):
                     self.lso_watched = True
             position += header.size
-
-    @staticmethod
-    def markers_appended(records: bytes, first_offset: int) -> list[TxnMarkerAppended]:
-        """The end-transaction markers among a coordinator's batches the leader appended from ``first_offset``."""
-        found, position, offset = [], 0, first_offset
-        while position < len(records):
-            header = parse_header(records, position)
-            marker = end_transaction_marker(records[position:position + header.size]) if header.is_control else None
-            if marker is not None:
-                found.append(TxnMarkerAppended(header.producer_id, header.producer_epoch, marker[0] == ABORT,
-                                               offset, marker[1]))
-            offset += header.last_offset_delta + 1
-            position += header.size
-        return found
+        return markers
 
     def open_transactions(self) -> int:
         return sum(1 for entry in self.producer_state.producers.values()

@@ -68,9 +68,6 @@ class ReplicaLog(Protocol):
     def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
         """The aborted transactions overlapping [start, upper bound), from the ``.txnindex`` files."""
 
-    def batch_headers(self) -> Iterable[BatchHeader]:
-        """Every stored batch's header, oldest first (idempotent producers' state is rebuilt from them)."""
-
     def producer_batches(self) -> Iterable[tuple[BatchHeader, int | None]]:
         """Every stored batch's header, oldest first, with the coordinator epoch of an end-transaction marker (None
         for any other batch): what producers' state is rebuilt from."""

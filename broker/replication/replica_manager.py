@@ -277,7 +277,7 @@ class ReplicaIO:
         except (InvalidRecordBatchError, KafkaStorageError) as exc:
             return ProducePartitionStatus(exc.error_code, error_message=str(exc))
         if info is not None and from_coordinator:
-            for marker in partition.markers_appended(records, info.first_offset):
+            for marker in partition.appended_markers:
                 self.on_txn_marker(partition, marker)
         if partition.lso_watched:
             self._trace_last_stable_offset(partition)

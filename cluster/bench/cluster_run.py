@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from broker.log.cleaner.cpu_group import remove_groups_of_stopped_brokers
 from cluster.admin import read_cluster_state
 from cluster.lifecycle import up
 from cluster.processes import ClusterError, ClusterLayout, ClusterSpec, PidFile, stop_process
@@ -57,6 +58,7 @@ def temporary_cluster(brokers: int = 3, profile: str = "classroom", say: Callabl
                     except ProcessLookupError:
                         pass
             stop_process(layout.zookeeper_pid(), 10.0)
+            remove_groups_of_stopped_brokers()  # the brokers were killed: theirs was not removed at their shutdown
 
 
 def poll_until(condition, timeout_s: float, what: str = "the condition", interval_s: float = 0.01):

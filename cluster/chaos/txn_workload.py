@@ -159,6 +159,8 @@ class Transformer:
         invoke = self.recorder.invoke(self.process, "txn", topic=self.settings.output_topic, records=records,
                                       values=values)
         committing = False
+        # the coordinator aborts the transaction once transaction.timeout.ms has passed since it began
+        expires = time.monotonic() + self.settings.transaction_timeout_ms / 1000
         try:
             self.producer.begin_transaction()
             for record, value in zip(records, values, strict=True):
@@ -172,25 +174,28 @@ class Transformer:
                 self._rewind()
                 return
             committing = True
-            self._commit()
+            self._commit(expires)
             self._complete(invoke, "ok")
         except (KafkaException, BufferError) as exc:
             self._failed(invoke, exc, committing)
 
-    def _commit(self) -> None:
+    def _commit(self, expires: float) -> None:
         """commit_transaction, again after a retriable error (librdkafka's documented way: the commit may be
-        retried until it succeeds or says otherwise)."""
+        retried until it succeeds or says otherwise), until the transaction's timeout: past it the coordinator has
+        aborted the transaction, and a flush that waits on undelivered records would only hold the transformer
+        (and its partitions) longer. librdkafka has been seen to keep records of a transaction undelivered through
+        every retry after a kill of their partition's leader."""
         assert self.producer is not None
-        for _ in range(3):
+        while True:
             try:
-                self.producer.commit_transaction(TXN_CALL_TIMEOUT_S)
+                self.producer.commit_transaction(max(1.0, min(TXN_CALL_TIMEOUT_S, expires - time.monotonic())))
                 return
             except KafkaException as exc:
                 error = _error(exc)
                 if error is None or not error.retriable() or error.txn_requires_abort() or error.fatal() \
-                        or self.stop.is_set():
+                        or self.stop.is_set() or time.monotonic() >= expires:
                     raise
-        self.producer.commit_transaction(TXN_CALL_TIMEOUT_S)
+            self.stop.wait(0.1)   # an error answered at once is not asked again in a tight loop
 
     def _failed(self, invoke: Operation, exc: BaseException, committing: bool) -> None:
         """An abort the coordinator accepted makes the transaction a fail. Without one it is a fail too as long as

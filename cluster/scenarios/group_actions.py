@@ -74,13 +74,16 @@ def _consumed(consumers: list[GroupConsumerProcess]) -> dict[int, list[int]]:
     return found
 
 
-def _committed(consumer: GroupConsumerProcess) -> dict[int, int]:
-    highest: dict[int, int] = {}
-    for event in consumer.events():
-        if event["event"] == "committed":
-            for partition, offset in event["offsets"].items():
-                highest[int(partition)] = max(highest.get(int(partition), 0), offset)
-    return highest
+def _group_committed(members: list[GroupConsumerProcess]) -> dict[int, int]:
+    """The group's committed offset of each partition, whoever committed it: offsets here only move forward, and a
+    member that joins after another consumed everything has nothing to commit itself."""
+    committed: dict[int, int] = {}
+    for member in members:
+        for event in member.events():
+            if event["event"] == "committed":
+                for partition, offset in event["offsets"].items():
+                    committed[int(partition)] = max(committed.get(int(partition), 0), offset)
+    return committed
 
 
 def wait_consumed(run: ScenarioRun, group: str, partitions: int, per_partition: int, timeout_s: float = 60
@@ -91,11 +94,7 @@ def wait_consumed(run: ScenarioRun, group: str, partitions: int, per_partition: 
     members = [c for _, c in _members(run, group)]
 
     def done() -> bool:
-        consumed = _consumed(members)
-        committed: dict[int, int] = {}
-        for member in members:
-            for partition, offset in _committed(member).items():
-                committed[partition] = max(committed.get(partition, 0), offset)
+        consumed, committed = _consumed(members), _group_committed(members)
         return all(set(consumed.get(p, [])) >= set(range(per_partition)) and committed.get(p) == per_partition
                    for p in range(partitions))
 
@@ -104,10 +103,7 @@ def wait_consumed(run: ScenarioRun, group: str, partitions: int, per_partition: 
     except ScenarioError:
         pass  # the facts below say what is missing
     consumed = _consumed(members)
-    committed = {}
-    for member in members:
-        for partition, offset in _committed(member).items():
-            committed[partition] = max(committed.get(partition, 0), offset)
+    committed = _group_committed(members)
     return {f"consumed:{group}": sum(len(set(offsets)) for offsets in consumed.values()),
             f"read_twice:{group}": sum(len(offsets) - len(set(offsets)) for offsets in consumed.values()),
             f"skipped:{group}": sum(len(set(range(per_partition)) - set(consumed.get(p, [])))
@@ -117,10 +113,12 @@ def wait_consumed(run: ScenarioRun, group: str, partitions: int, per_partition: 
 
 def kill9_consumer(run: ScenarioRun, member: str) -> dict[str, Any]:
     """kill -9 of the member ``member`` (GROUP/N): no LeaveGroup; the coordinator notices when its session times
-    out. Facts ``orphaned`` (its partitions) and ``committed_at_kill`` (its last commit of each)."""
+    out. Facts ``orphaned`` (its partitions) and ``committed_at_kill`` (the group's committed offset of each: the
+    member that joined first may have read and committed them before the rebalance gave them to this one)."""
     consumer = run.consumers[member]
     orphaned = sorted(consumer.assignment() or [])
-    committed = _committed(consumer)
+    group = member.rsplit("/", 1)[0]
+    committed = _group_committed([c for _, c in _members(run, group)])
     record_fault(run.data_dir / TOOLS_TRACE_FILE, "sigkill", f"consumer {member} (pid {consumer.process.pid})")
     os.killpg(consumer.process.pid, signal.SIGKILL)
     consumer.process.wait(10)

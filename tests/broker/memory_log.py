@@ -140,9 +140,6 @@ class InMemoryLog:
     def end_offset_for_epoch(self, leader_epoch: int) -> tuple[int, int]:
         return self.leader_epoch_cache.end_offset_for(leader_epoch)
 
-    def batch_headers(self) -> Iterator[BatchHeader]:
-        return iter([header for header, _ in self._batches])
-
     def producer_batches(self) -> Iterator[tuple[BatchHeader, int | None]]:
         return iter([(header, None) for header, _ in self._batches])  # no transactions modelled here
 

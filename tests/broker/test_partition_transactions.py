@@ -118,9 +118,10 @@ def test_the_markers_appended_carry_their_offsets_and_coordinator_epochs(tmp_pat
     partition.append_records_to_leader(txn(3, 0), 1, 1, T0)  # 0-1
     records = build_end_txn_marker(producer_id=3, producer_epoch=0, abort=True, coordinator_epoch=9,
                                    timestamp=RECORD_TIME)
-    info = partition.append_records_to_leader(records, 1, 1, T0, from_coordinator=True)
-    assert partition.markers_appended(records, info.first_offset) == [TxnMarkerAppended(3, 0, True, 2, 9)]
-    assert partition.markers_appended(txn(3, 2), 3) == []  # data batches are no markers
+    partition.append_records_to_leader(records, 1, 1, T0, from_coordinator=True)
+    assert partition.appended_markers == [TxnMarkerAppended(3, 0, True, 2, 9)]
+    partition.append_records_to_leader(txn(3, 2), 1, 1, T0)  # data batches are no markers
+    assert partition.appended_markers == []
 
 
 def test_the_coordinator_epoch_fence_holds_on_a_follower_turned_leader_and_after_a_restart(tmp_path):

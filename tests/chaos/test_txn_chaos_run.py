@@ -3,13 +3,15 @@ producer and read_committed consumers stays exactly-once while the transaction c
 leader of an output partition are killed with -9 and a transformer is fenced, and the checker's verdict says so."""
 
 import json
+import math
+import os
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
 
 from broker.group.coordinator import partition_for
-from cluster.chaos.history import Recorder, read_nemesis, read_operations
+from cluster.chaos.history import Operation, Recorder, read_nemesis, read_operations
 from cluster.chaos.nemesis import Nemesis
 from cluster.chaos.runner import RESULTS_FILE, ChaosSettings, run_chaos
 from cluster.chaos.txn_workload import TxnWorkloadSettings
@@ -27,6 +29,26 @@ def _committed_transactions(history: Path, process: str | None = None) -> int:
                if op.f == "txn" and op.type == "ok" and process in (None, op.process))
 
 
+class _TransactionBegins:
+    """Follows history.jsonl from its current end: true once a transformer records the invoke of a transaction.
+    A kill right after that meets the transaction in flight (its produces, offsets and EndTxn lie ahead), which a
+    kill at a random moment does not: a transformer spends most of its time waiting on consume()."""
+
+    def __init__(self, history: Path) -> None:
+        self._file = open(history, encoding="utf-8")
+        self._file.seek(0, os.SEEK_END)
+        self._pending = ""
+
+    def __call__(self) -> bool:
+        self._pending += self._file.read()
+        *lines, self._pending = self._pending.split("\n")
+        return any(op.f == "txn" and op.type == "invoke"
+                   for op in (Operation.model_validate_json(line) for line in lines if '"txn"' in line))
+
+    def close(self) -> None:
+        self._file.close()
+
+
 def kill_the_coordinator_then_an_output_leader(run_dir: Path):
     """Once transactions commit: kill -9 the coordinator of transformer-0's transactional id until another broker
     leads its __transaction_state partition, restart it; then the same for the leader of chaos-txn-output-0; then
@@ -42,6 +64,11 @@ def kill_the_coordinator_then_an_output_leader(run_dir: Path):
         for step, (topic, partition, detail) in enumerate(victims):
             victim = nemesis.leader(topic, partition)
             before = _committed_transactions(history)
+            begins = _TransactionBegins(history)
+            try:
+                wait_until(begins, 60, "a transaction to begin", interval_s=0.002)
+            finally:
+                begins.close()
             recorder.nemesis("start", "kill", [victim], detail, step)
             nemesis.kill9(victim)
             wait_until(lambda t=topic, p=partition, v=victim: nemesis.leader(t, p) not in (v, -1), 60,
@@ -84,12 +111,12 @@ def test_consume_transform_produce_stays_exactly_once_across_coordinator_and_lea
     kills = [e for e in read_nemesis(out / "nemesis.jsonl") if e.type == "start" and e.kind == "kill"]
     assert [e.detail for e in kills] == ["the transaction coordinator of transformer-0",
                                          "the leader of chaos-txn-output-0"]
-    # each kill met transactions in flight: begun before it, ended (whatever the outcome) after it
+    # each kill met transactions in flight: begun before it, ended (whatever the outcome) after it or never
     operations = read_operations(out / "history.jsonl")
     begun = {op.index: op.mono_ns for op in operations if op.f == "txn" and op.type == "invoke"}
+    ended = {op.index: op.mono_ns for op in operations if op.f == "txn" and op.type != "invoke"}
     for kill in kills:
-        assert any(begun[op.index] < kill.mono_ns < op.mono_ns for op in operations
-                   if op.f == "txn" and op.type != "invoke"), kill.detail
+        assert any(start < kill.mono_ns < ended.get(index, math.inf) for index, start in begun.items()), kill.detail
     # transformer-0 was fenced: a transaction of its failed on the fence, and it committed again afterwards
     fence_errors = {op.error for op in operations if op.f == "txn" and op.process == "transformer-0"
                     and op.type in ("fail", "info")} - {"RANDOM_ABORT"}

@@ -50,6 +50,7 @@ from kafka.protocol.producer import (
 from kafka.record import MemoryRecords
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
+from cluster.readiness import read_frame
 from tests.cluster.test_controller import make_topic
 from tests.harness import RunningCluster, wait_until
 
@@ -111,17 +112,7 @@ class RawConnection:
         self.sock.sendall(_SIZE.pack(len(frame)) + frame)
 
     def read_frame(self) -> bytes:
-        (size,) = _SIZE.unpack(self._recv_exactly(4))
-        return self._recv_exactly(size)
-
-    def _recv_exactly(self, n: int) -> bytes:
-        data = bytearray()
-        while len(data) < n:
-            chunk = self.sock.recv(n - len(data))
-            if not chunk:
-                raise ConnectionError(f"closed by the broker after {len(data)} of {n} bytes")
-            data += chunk
-        return bytes(data)
+        return read_frame(self.sock)
 
     def request(self, request: ApiMessage, version: int) -> Any:
         """Send ``request`` at ``version`` and decode the answer with kafka-python's response class."""

@@ -12,7 +12,7 @@ from kafka import KafkaAdminClient
 from kafka.protocol.metadata.api_versions import ApiVersionsResponse
 
 from cluster.processes import BrokerSpec, ClusterError
-from cluster.readiness import names_a_controller, wait_until_serving
+from cluster.readiness import names_a_controller, read_frame, wait_until_serving
 from tests.cluster.test_controller import SESSION_S, make_topic
 from tests.harness import wait_until
 
@@ -30,21 +30,6 @@ def api_versions_frame(version: int, correlation_id: int = 7) -> bytes:
     body = b"\x00" + b"\x05kcat" + b"\x061.7.1" + b"\x00" if version >= 3 else b""
     payload = header + body
     return struct.pack(">i", len(payload)) + payload
-
-
-def read_frame(sock: socket.socket) -> bytes:
-    size = struct.unpack(">i", recv_exactly(sock, 4))[0]
-    return recv_exactly(sock, size)
-
-
-def recv_exactly(sock: socket.socket, n: int) -> bytes:
-    data = b""
-    while len(data) < n:
-        chunk = sock.recv(n - len(data))
-        if not chunk:
-            raise ConnectionError("closed")
-        data += chunk
-    return data
 
 
 def test_confluent_kafka_and_kafka_python_see_the_cluster_as_zookeeper_does(cluster):

@@ -285,6 +285,45 @@ def test_the_cleaner_threads_clean_a_dirty_log_and_stop_cleanly(tmp_path, clock,
     assert not list(log_.directory.glob("*.cleaned")) and not list(log_.directory.glob("*.swap"))
 
 
+def test_a_shutdown_does_not_wait_for_a_worker_that_gets_no_cpu(tmp_path, clock):
+    """A worker in its low-weight CPU group may get little CPU on a busy machine (here: none, stopped with SIGSTOP in
+    the middle of a cleaning). The broker's shutdown kills it rather than wait for its next batch, removes its
+    ``.cleaned`` files, and does not mark the log uncleanable."""
+    import asyncio
+    import signal
+
+    import psutil
+
+    from broker.log.cleaner.log_cleaner import CleanerConfig, LogCleaner
+    from tests.harness import wait_until
+
+    log_ = open_log(tmp_path, clock)
+    _fill(log_, clock, batches=300)
+    seen: dict[str, object] = {}
+
+    async def run() -> None:
+        cleaner = LogCleaner(CleanerConfig.model_validate({"log.cleaner.backoff.ms": 50,
+                                                           "log.cleaner.io.max.bytes.per.second": 40_000}),
+                             lambda: {log_.topic_partition: log_}, clock)
+        cleaner.startup()
+        deadline = asyncio.get_running_loop().time() + 30
+        while not list(log_.directory.glob("*.log.cleaned")):
+            assert asyncio.get_running_loop().time() < deadline, "the throttled cleaning never wrote a file"
+            await asyncio.sleep(0.005)
+        [pid] = cleaner.worker_pids()
+        os.kill(pid, signal.SIGSTOP)
+        seen["pid"] = pid
+        await asyncio.wait_for(cleaner.shutdown(), 20)  # without the kill it waits for the stopped worker for ever
+        seen["uncleanable"] = set(cleaner.manager.uncleanable)
+        seen["reports"] = cleaner.cleanings
+
+    asyncio.run(run())
+    wait_until(lambda: not psutil.pid_exists(seen["pid"]), 10, "the stopped worker to be gone")
+    assert not list(log_.directory.glob("*.cleaned")), "the broker removes the killed worker's files"
+    assert seen["uncleanable"] == set() and seen["reports"] == 0
+    assert clean_once(log_, clock) is not None
+
+
 def test_checkpoints_written_off_the_loop_never_go_back(tmp_path, clock):
     """Two cleanings' checkpoints written by threads in the other order: the later snapshot stays."""
     first = open_log(tmp_path, clock)
@@ -457,6 +496,32 @@ def test_a_log_truncated_during_its_cleaning_is_not_swapped(tmp_path, clock):
     assert not list(log_.directory.glob("*.cleaned"))
     assert read_segments(log_.directory) == [r for r in records_before if r.offset < log_.log_end_offset]
     assert latest
+
+
+def test_a_segment_truncated_and_refilled_to_its_old_size_during_a_cleaning_is_not_swapped(tmp_path, clock):
+    """A follower truncates into a segment the cleaning read, takes a record of the same size from its new leader and
+    rolls: same segment, same size, other content. The cleaned copy holds the old record and must not come back."""
+    log_ = open_log(tmp_path, clock)
+    for n in range(400):
+        produce(log_, clock, [(f"key-{n % 20:02d}".encode(), f"old-{n:06d}".encode())])
+    manager = CleanerManager(lambda: {log_.topic_partition: log_}, clock)
+    opened, candidate = manager.grab_filthiest()
+    plan = manager.plan(opened, candidate)
+    result = clean(plan, OffsetMap(1 << 20), Throttler(float("inf")), now_ms=clock())
+    # the last segment the cleaning read: truncating into it removes only the active one, which it did not read
+    segment = log_.segments[-2]
+    size = segment.size
+    last_batch = log_.active_segment.base_offset - 1  # one record per batch
+    assert result.end_offset == log_.active_segment.base_offset
+    log_.truncate_to(last_batch)
+    produce(log_, clock, [(f"key-{last_batch % 20:02d}".encode(), f"new-{last_batch:06d}".encode())])
+    log_.roll()
+    assert log_.segments[-2] is segment and segment.size == size
+    assert manager.done_cleaning(opened, plan, result) is None
+    assert not list(log_.directory.glob("*.cleaned"))
+    stored = {r.offset: r.value for r in read_segments(log_.directory)}
+    assert stored[last_batch] == f"new-{last_batch:06d}".encode()
+    assert len(stored) == last_batch + 1
 
 
 def test_a_cleaning_failing_because_its_log_was_deleted_counts_as_abandoned(tmp_path, clock):

@@ -1,8 +1,8 @@
 """Cleaner throughput: MiB/s of dirty log mapped and rewritten by one cleaning, on real files in a temporary
 directory. ``python -m broker.log.cleaner.bench [--records N] [--keys K] [--codec none|gzip] [--worker]``.
 
-``--worker`` runs the cleaning in a cleaner worker process, as a broker does (niced: on a busy machine its wall time
-grows), and reports the CPU time of both processes."""
+``--worker`` runs the cleaning in a cleaner worker process, as a broker does (SCHED_IDLE, in the cleaner's CPU group
+at a tenth of a session's weight: on a busy machine its wall time grows), and reports the CPU time of both processes."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from broker.log.cleaner.cleaner import clean
 from broker.log.cleaner.manager import CleanerManager
 from broker.log.cleaner.offset_map import OffsetMap
 from broker.log.cleaner.throttler import Throttler
+from broker.log.cleaner.cpu_group import CleanerCpuGroup
 from broker.log.cleaner.worker import CleanerProcess
 from broker.log.config import LogConfig
 from broker.log.log import Log
@@ -42,7 +43,8 @@ def measure(directory: Path, *, records: int, keys: int, codec: int, batch_recor
     if worker:
         import psutil
 
-        process = CleanerProcess("bench-cleaner", 128 << 20, 0.9, math.inf)
+        cpu_group = CleanerCpuGroup()
+        process = CleanerProcess("bench-cleaner", 128 << 20, 0.9, math.inf, cpu_group)
         process.start()
         _wait_until_idle(psutil.Process(process.pid))
         worker_cpu_started = sum(psutil.Process(process.pid).cpu_times()[:2])
@@ -62,6 +64,7 @@ def measure(directory: Path, *, records: int, keys: int, codec: int, batch_recor
     finally:
         if process is not None:
             process.close()
+            cpu_group.remove(wait_s=2.0)
     assert report is not None
     log_.close()
     dirty_mib = report.dirty_bytes / (1 << 20)

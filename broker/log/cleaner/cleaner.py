@@ -102,6 +102,7 @@ class CleaningPlan:
     delete_horizon_ms: int
     sources: list[SourceSegment]  # every segment of the log, the active one last
     aborted: list[AbortedTxn] = field(default_factory=list)  # from the .txnindex files, read on the loop
+    truncations: int = 0  # the log's truncation count when planned: a truncation meanwhile abandons the cleaning
 
     def job(self, now_ms: int) -> CleaningJob:
         return CleaningJob(self.directory, self.config, self.candidate, self.delete_horizon_ms, now_ms,

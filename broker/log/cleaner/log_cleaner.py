@@ -28,12 +28,14 @@ from broker.log.cleaner.cleaner import CleanerStats, CleaningAborted, CleaningPl
 from broker.log.cleaner.manager import CleanerManager, CleaningReport, TopicPartition
 from broker.log.cleaner.offset_map import OffsetMap
 from broker.log.cleaner.throttler import Throttler
+from broker.log.cleaner.cpu_group import CleanerCpuGroup
 from broker.log.cleaner.worker import CleanerProcess
 from broker.log.log import Log
 
 log = logging.getLogger(__name__)
 
 DOUBLE_MAX = 1.7976931348623157e308
+STOP_WAIT_S = 1.0  # how long a broker's shutdown waits for a cleaning to stop, and then for a worker to exit
 INT_MAX = 2**31 - 1
 
 
@@ -87,9 +89,10 @@ class LogCleaner:
         self._in_process = in_process
         self._throttler = Throttler(config.io_max_bytes_per_second)  # in process: one for every thread, as Kafka's
         # each worker process throttles itself to its share of the rate, so they all together keep to it
+        self.cpu_group = CleanerCpuGroup() if not in_process else None
         self.processes = [CleanerProcess(f"kafka-log-cleaner-thread-{i}", config.map_memory_per_thread,
                                          config.io_buffer_load_factor,
-                                         config.io_max_bytes_per_second / max(1, config.threads))
+                                         config.io_max_bytes_per_second / max(1, config.threads), self.cpu_group)
                           for i in range(config.threads)] if not in_process else []
         self._stopping = threading.Event()
         self._wake = asyncio.Event()
@@ -172,6 +175,9 @@ class LogCleaner:
             self.manager.abandoned(opened, plan)
             return False
         except Exception:
+            if self._stopping.is_set():  # the worker was killed by the shutdown: no fault of the log's
+                self.manager.abandoned(opened, plan)
+                return False
             if self.manager.changed_under(opened, plan):
                 # deleted, truncated or moved by retention meanwhile: Kafka aborts such a cleaning, it is no failure
                 log.info("%s-%d: the log changed during its cleaning; abandoned", opened.topic, opened.partition)
@@ -239,11 +245,19 @@ class LogCleaner:
         self._wake.set()
         for process in self.processes:
             process.stop()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        if self._tasks:
+            _, pending = await asyncio.wait(self._tasks, timeout=STOP_WAIT_S)
+            if pending:
+                # a worker in its low-weight CPU group may get little CPU on a busy machine: the shutdown does not wait
+                # for its next batch; killed, it fails its cleaning, whose .cleaned files the broker removes
+                log.warning("log cleaner: a worker did not stop its cleaning within %.1f s; killing it", STOP_WAIT_S)
+                for process in self.processes:
+                    process.kill()
+                await asyncio.wait(pending)
         for process in self.processes:
-            await asyncio.to_thread(process.close)
+            await asyncio.to_thread(process.close, STOP_WAIT_S)
+        if self.cpu_group is not None:
+            self.cpu_group.remove()
         if self._executor is not None:
             self._executor.shutdown(wait=True)
 

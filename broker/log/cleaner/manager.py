@@ -180,7 +180,7 @@ class CleanerManager:
         horizon = delete_horizon_ms(facts, candidate.first_dirty_offset, opened.config.delete_retention_ms)
         # the aborted transactions the pass may meet, from the .txnindex files (the loop owns them)
         aborted = opened.collect_aborted_transactions(facts[0].base_offset, candidate.first_uncleanable_offset)
-        return CleaningPlan(opened.directory, opened.config, candidate, horizon, sources, aborted)
+        return CleaningPlan(opened.directory, opened.config, candidate, horizon, sources, aborted, opened.truncations)
 
     def uncleanable_by_dir(self) -> dict[Path, tuple[int, int]]:
         """log dir → (partitions marked uncleanable, their cleanable bytes): Kafka's uncleanable-partitions-count and
@@ -252,6 +252,10 @@ class CleanerManager:
 
     @staticmethod
     def _unchanged(opened: Log, plan: CleaningPlan, end_offset: int) -> bool:
+        # a truncation (a follower's, after a leader change) may leave a read segment in place and let appends
+        # bring it back to its old size with other records: a long cleaning would then swap the old ones back in
+        if opened.truncations != plan.truncations:
+            return False
         current = opened.segments
         active = current[-1]
         for source in plan.sources[:-1]:

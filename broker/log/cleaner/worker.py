@@ -40,6 +40,8 @@ import traceback
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from broker.log.cleaner.cpu_group import CleanerCpuGroup, NoCpuGroup
+
 if TYPE_CHECKING:
     from broker.log.cleaner.cleaner import CleaningPlan, CleaningResult
 
@@ -118,8 +120,10 @@ class CleanerProcess:
     :meth:`stop` may be called from any thread; :meth:`close` ends the process by its own PID.
     """
 
-    def __init__(self, name: str, map_memory: int, load_factor: float, bytes_per_second: float) -> None:
+    def __init__(self, name: str, map_memory: int, load_factor: float, bytes_per_second: float,
+                 cpu_group: CleanerCpuGroup | None = None) -> None:
         self.name = name
+        self._cpu_group = cpu_group
         self._settings = {"map_memory": map_memory, "load_factor": load_factor, "bytes_per_second": bytes_per_second}
         self._process: subprocess.Popen | None = None
         self._sock: socket.socket | None = None
@@ -149,7 +153,18 @@ class CleanerProcess:
         finally:
             theirs.close()
         self._sock = ours
-        log.info("%s: cleaner worker process started, pid %d", self.name, self._process.pid)
+        where = self._join_cpu_group(self._process.pid)
+        log.info("%s: cleaner worker process started, pid %d%s", self.name, self._process.pid, where)
+
+    def _join_cpu_group(self, pid: int) -> str:
+        """At once after the start, before the interpreter's imports: what the log line says about where it runs
+        (a group that cannot be made is logged once, by the group)."""
+        if self._cpu_group is None:
+            return ""
+        try:
+            return f", in the cleaner's CPU group {self._cpu_group.join(pid)}"
+        except NoCpuGroup:
+            return ", SCHED_IDLE in the broker's CPU group"
 
     def clean(self, plan: CleaningPlan, now_ms: int) -> CleaningResult | None:
         """Run the cleaning in the worker; the result's ``.cleaned`` segments are opened here, for the swap."""
@@ -189,6 +204,12 @@ class CleanerProcess:
                 with contextlib.suppress(OSError):
                     send_message(self._sock, ("stop",))
 
+    def kill(self) -> None:
+        """End the worker at once by its PID (a shutdown that does not wait for it): a cleaning in progress fails
+        with :class:`CleanerWorkerDied`, which removes its ``.cleaned`` files."""
+        if self._process is not None:
+            _sigkill(self._process)
+
     def close(self, timeout_s: float = EXIT_TIMEOUT_S) -> None:
         """Close the socket (the worker exits at once, or at its next batch), wait for it, kill it by its PID if it
         is still there after ``timeout_s``."""
@@ -200,8 +221,7 @@ class CleanerProcess:
             process.wait(timeout_s)
         except subprocess.TimeoutExpired:
             log.warning("%s: cleaner worker %d did not exit in %.0f s; killing it", self.name, process.pid, timeout_s)
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(process.pid, signal.SIGKILL)
+            _sigkill(process)
             process.wait()
 
     def _forget(self) -> None:
@@ -216,11 +236,16 @@ class CleanerProcess:
             return None
         with contextlib.suppress(subprocess.TimeoutExpired):
             process.wait(EXIT_TIMEOUT_S)
-        if process.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(process.pid, signal.SIGKILL)
-            process.wait()
+        _sigkill(process)
+        process.wait()
         return process.returncode
+
+
+def _sigkill(process: subprocess.Popen) -> None:
+    """SIGKILL by the worker's own PID, unless it has already exited (and been reaped: its PID may be reused)."""
+    if process.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(process.pid, signal.SIGKILL)
 
 
 # --------------------------------------------------------------------------------------- worker's side
