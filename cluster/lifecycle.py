@@ -30,7 +30,7 @@ from cluster.processes import (
 from cluster.waiting import poll_until
 from traces.faults import TOOLS_TRACE_FILE, record_fault
 from zk.client import ZkClient, connected
-from zk.server import ZooKeeperSetupError, port_is_free
+from zk.server import ZooKeeperSetupError, free_port, port_is_free
 
 Say = Callable[[str], None]
 
@@ -116,6 +116,10 @@ def up(data_dir: Path, brokers: int = 3, zookeeper: str | None = None, profile: 
         return _up_netns(layout, brokers, profile, overrides, base_port, zookeeper_port, tick_time_ms, say,
                          subnet or DEFAULT_SUBNET, log_dir_size_mib)
     ports = choose_ports(brokers, base_port)
+    if zookeeper is None and zookeeper_port == 0:
+        # chosen now, away from the brokers' ports: none is bound before the brokers start, so a probe alone could
+        # hand ZooKeeper one of them and that broker would then fail to bind it
+        zookeeper_port = free_port(avoid={port for one in ports for port in one})
     spec = ClusterSpec(zookeeper=zookeeper or "", external_zookeeper=zookeeper is not None, profile=profile,
                        brokers=[BrokerSpec(i + 1, client, cluster, metrics_port=metrics)
                                 for i, (client, cluster, metrics) in enumerate(ports)],

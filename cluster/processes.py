@@ -165,9 +165,7 @@ def choose_ports(count: int, base_port: int, host: str = "127.0.0.1") -> list[tu
     if base_port == 0:
         chosen: list[int] = []
         while len(chosen) < 3 * count:
-            port = free_port(host)
-            if port not in chosen:
-                chosen.append(port)
+            chosen.append(free_port(host, avoid=chosen))
         return list(zip(chosen[::3], chosen[1::3], chosen[2::3], strict=True))
     ports = [(base_port + i, base_port + 100 + i, base_port + 200 + i) for i in range(count)]
     busy = [p for ports_of_one in ports for p in ports_of_one if not port_is_free(host, p)]

@@ -13,6 +13,7 @@ import shutil
 import socket
 import subprocess
 import time
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,7 +40,7 @@ def port_is_free(host: str, port: int) -> bool:
     return True
 
 
-def _ephemeral_range() -> tuple[int, int]:
+def ephemeral_range() -> tuple[int, int]:
     try:
         low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
         return int(low), int(high)
@@ -47,11 +48,12 @@ def _ephemeral_range() -> tuple[int, int]:
         return 32768, 60999
 
 
-def free_port(host: str = "127.0.0.1") -> int:
+def free_port(host: str = "127.0.0.1", avoid: Collection[int] = ()) -> int:
     """A free port below the kernel's ephemeral range: a port from bind(0) comes from that range, and an
-    outgoing connection (a ZooKeeper client, a gRPC channel) may take it before our listener binds it."""
-    low, _ = _ephemeral_range()
-    candidates = list(range(10000, max(10001, low)))
+    outgoing connection (a ZooKeeper client, a gRPC channel) may take it before our listener binds it.
+    ``avoid``: ports already chosen for listeners that have not bound yet (a probe finds them free)."""
+    low, _ = ephemeral_range()
+    candidates = [port for port in range(10000, max(10001, low)) if port not in avoid]
     random.shuffle(candidates)
     for port in candidates[:2000]:
         if port_is_free(host, port):

@@ -9,6 +9,7 @@ import pytest
 
 from cluster.processes import BrokerSpec, ClusterLayout, ClusterSpec, broker_properties, metrics_url
 from cluster.processes import ClusterError, choose_ports
+from zk.server import ephemeral_range, free_port
 
 
 def _fixed_layout(count: int) -> tuple[int, list[tuple[int, int, int]]]:
@@ -40,6 +41,16 @@ def test_any_free_ports_are_three_distinct_ports_per_broker():
     ports = choose_ports(3, 0)
     flat = [p for triple in ports for p in triple]
     assert len(ports) == 3 and len(set(flat)) == 9 and all(p > 0 for p in flat)
+
+
+def test_a_free_port_is_never_one_already_chosen():
+    """`up` picks every port before any listener binds: ZooKeeper's port is chosen away from the brokers' ones."""
+    low, _ = ephemeral_range()
+    left = set(choose_ports(2, 0)[0])
+    avoid = set(range(10000, low)) - left
+    assert {free_port(avoid=avoid) for _ in range(20)} <= left
+    only = max(left)
+    assert free_port(avoid=avoid | (left - {only})) == only
 
 
 def test_the_metrics_port_reaches_the_broker_properties_and_an_override_wins(tmp_path):
