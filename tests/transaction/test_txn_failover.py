@@ -16,11 +16,11 @@ import time
 import uuid
 
 import pytest
-from confluent_kafka import Consumer, ElectionType, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from broker.group.coordinator import partition_for
 from cluster.disk import broker_log_dir
+from cluster.leaders import elect
 from tests.client.support import bootstrap, leader_of
 from tests.cluster.test_controller import make_topic
 from tests.harness import RunningCluster, module_cluster, wait_until
@@ -42,12 +42,11 @@ def coordinated_by_none_of(cluster: RunningCluster, avoid: set[int], *, prefix: 
                            internal_topic: str = TXN_STATE) -> str:
     """A fresh transactional id (or, with ``__consumer_offsets``, group id) whose coordinator is not in ``avoid``:
     the coordinator leads the internal topic's partition that the id's hash picks."""
-    partitions = len(cluster.state([internal_topic]).partitions)
+    leaders = {p.partition: p.leader for p in cluster.state([internal_topic]).partitions}
     for _ in range(1000):
         candidate = f"{prefix}-{uuid.uuid4().hex[:8]}"
-        if leader_of(cluster, internal_topic, partition_for(candidate, partitions)) not in avoid:
+        if leaders[partition_for(candidate, len(leaders))] not in avoid:
             return candidate
-    leaders = {p.partition: p.leader for p in cluster.state([internal_topic]).partitions}
     raise AssertionError(f"no {prefix} id is coordinated outside {avoid}: {internal_topic}'s leaders are {leaders}")
 
 
@@ -74,8 +73,8 @@ def preferred_leaders(cluster: RunningCluster, topics: list[str]) -> None:
     leaders on the brokers that stayed up, where every coordinator may be the same broker."""
     wait_until(lambda: all(len(p.isr) == len(p.replicas) for p in cluster.state(topics).partitions), 60,
                f"every replica of {topics} in sync")
-    admin = AdminClient({"bootstrap.servers": bootstrap(cluster)})   # held until the answer is in
-    admin.elect_leaders(ElectionType.PREFERRED, None).result(30)
+    for topic in topics:   # what `kafkasim leaders elect --topic T` runs
+        assert elect(bootstrap(cluster), topic, None, unclean=False) == 0
     wait_until(lambda: all(p.leader == p.replicas[0] for p in cluster.state(topics).partitions), 60,
                f"{topics} led by their preferred replicas")
 
