@@ -33,11 +33,11 @@ def names_a_controller(host: str, client_port: int, timeout_s: float = 5.0) -> b
 
 def read_frame(sock: socket.socket) -> bytes:
     """One size-prefixed Kafka frame from a blocking socket, without its size (the tests' raw clients use it too)."""
-    (size,) = struct.unpack(">i", recv_exactly(sock, 4))
-    return recv_exactly(sock, size)
+    (size,) = struct.unpack(">i", _recv_exactly(sock, 4))
+    return _recv_exactly(sock, size)
 
 
-def recv_exactly(sock: socket.socket, n: int) -> bytes:
+def _recv_exactly(sock: socket.socket, n: int) -> bytes:
     data = bytearray()
     while len(data) < n:
         chunk = sock.recv(n - len(data))

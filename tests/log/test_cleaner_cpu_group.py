@@ -12,17 +12,32 @@ import psutil
 import pytest
 
 from broker.log.cleaner.cpu_group import (
+    BROKER_GROUP_PREFIX,
     GROUP_NAME,
     CpuHierarchy,
     CleanerCpuGroup,
     NoCpuGroup,
     cpu_hierarchy,
-    in_cleaner_cpu_group,
     remove_groups_of_stopped_brokers,
     this_process_hierarchy,
 )
 from broker.log.cleaner.worker import CleanerProcess
 from tests.harness import wait_until
+
+
+def in_cleaner_cpu_group(pid: int) -> bool:
+    """Whether process ``pid`` is in a group under ``kafkasim-log-cleaner`` in the cpu controller's hierarchy."""
+    try:
+        lines = Path(f"/proc/{pid}/cgroup").read_text(errors="surrogateescape").splitlines()
+    except OSError:
+        return False
+    for line in lines:
+        parts = line.split(":", 2)
+        if len(parts) == 3 and ("cpu" in parts[1].split(",") or parts[0] == "0") and \
+                f"/{GROUP_NAME}/{BROKER_GROUP_PREFIX}" in parts[2]:
+            return True
+    return False
+
 
 # a cgroup v1 host with a v2 mount beside it (this project's CI machines), as /proc/self/mountinfo lists them
 HYBRID_MOUNTINFO = """\

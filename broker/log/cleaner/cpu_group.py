@@ -34,6 +34,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
+
 log = logging.getLogger(__name__)
 
 GROUP_NAME = "kafkasim-log-cleaner"
@@ -222,27 +224,10 @@ def remove_groups_of_stopped_brokers(wait_s: float = 5.0) -> list[Path]:
 
 
 def _running(pid: int) -> bool:
+    """Whether the broker ``pid`` still runs: a zombie (killed, not yet reaped by whoever started it) does not."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
         return False
-    except PermissionError:
-        return True
-    # a zombie broker (killed, not yet reaped by whoever started it) runs no more
-    with contextlib.suppress(OSError):
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    return True
-
-
-def in_cleaner_cpu_group(pid: int) -> bool:
-    """Whether process ``pid`` is in a group under ``kafkasim-log-cleaner`` in the cpu controller's hierarchy."""
-    try:
-        lines = Path(f"/proc/{pid}/cgroup").read_text(errors="surrogateescape").splitlines()
-    except OSError:
-        return False
-    for line in lines:
-        parts = line.split(":", 2)
-        if len(parts) == 3 and ("cpu" in parts[1].split(",") or parts[0] == "0") and \
-                f"/{GROUP_NAME}/{BROKER_GROUP_PREFIX}" in parts[2]:
-            return True
-    return False
+    except psutil.Error:
+        return True   # there, but not ours to look at
