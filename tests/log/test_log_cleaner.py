@@ -285,6 +285,34 @@ def test_the_cleaner_threads_clean_a_dirty_log_and_stop_cleanly(tmp_path, clock,
     assert not list(log_.directory.glob("*.cleaned")) and not list(log_.directory.glob("*.swap"))
 
 
+@pytest.mark.parametrize("setting", [{"log.cleaner.enable": "false"}, {"log.cleaner.threads": "0"}],
+                         ids=["enable-false", "no-threads"])
+def test_a_disabled_cleaner_starts_no_worker_and_leaves_compacted_logs_as_they_are(tmp_path, clock, setting):
+    import asyncio
+
+    from broker.log.cleaner.log_cleaner import CleanerConfig, LogCleaner
+
+    log_ = open_log(tmp_path, clock)
+    _fill(log_, clock, batches=300)
+    before = [(segment.base_offset, segment.size) for segment in log_.segments]
+    reports: list = []
+    workers: list[int] = []
+
+    async def run() -> None:
+        cleaner = LogCleaner(CleanerConfig.model_validate({"log.cleaner.backoff.ms": 50, **setting}),
+                             lambda: {log_.topic_partition: log_}, clock, on_cleaned=reports.append)
+        cleaner.startup()   # an enabled cleaner starts its worker processes here, with the broker (test above)
+        workers.extend(cleaner.worker_pids())
+        cleaner.wake()
+        await asyncio.sleep(0.5)   # ten backoffs: a window for a cleaning that must not come
+        await cleaner.shutdown()
+
+    asyncio.run(run())
+    assert workers == [] and reports == []
+    assert [(segment.base_offset, segment.size) for segment in log_.segments] == before
+    assert not (tmp_path / CLEANER_OFFSET_CHECKPOINT).exists()
+
+
 def test_a_shutdown_does_not_wait_for_a_worker_that_gets_no_cpu(tmp_path, clock):
     """A worker in its low-weight CPU group may get little CPU on a busy machine (here: none, stopped with SIGSTOP in
     the middle of a cleaning). The broker's shutdown kills it rather than wait for its next batch, removes its
