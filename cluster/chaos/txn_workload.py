@@ -40,6 +40,10 @@ from cluster.chaos.workload import CLIENT_LOGGER, ChaosProducer, WorkloadCounter
 RANDOM_ABORT = "RANDOM_ABORT"   # the error of a transaction the transformer aborted on purpose
 # librdkafka's calls that wait on the coordinator; a fault may hold one up for a session timeout or two
 TXN_CALL_TIMEOUT_S = 30.0
+# send_offsets_to_transaction waits for the group coordinator it has cached, if that one is down, until some broker
+# connection goes up or down, whatever its timeout (confluentinc/librdkafka#5456); once the dead coordinator has left
+# the metadata, none may ever do so (#5511). Connections closed when idle make such changes happen.
+IDLE_CONNECTION_CLOSE_MS = 3000
 
 
 @dataclass(frozen=True)
@@ -66,6 +70,15 @@ class TxnWorkloadSettings:
         return WorkloadSettings(topics=(self.input_topic,), partitions=self.partitions, producers=self.producers,
                                 readers=0, group_members=0, rate=self.rate, acks="all", idempotent=True,
                                 message_timeout_ms=self.message_timeout_ms)
+
+
+def producer_config(bootstrap: str, transactional_id: str, client_id: str, settings: TxnWorkloadSettings) -> dict:
+    """A transformer's transactional producer."""
+    return {"bootstrap.servers": bootstrap, "transactional.id": transactional_id, "client.id": client_id,
+            "transaction.timeout.ms": settings.transaction_timeout_ms,
+            "message.timeout.ms": min(settings.message_timeout_ms, settings.transaction_timeout_ms),
+            "linger.ms": 5, "socket.timeout.ms": 10000, "retry.backoff.ms": 100, "debug": "eos",
+            "connections.max.idle.ms": IDLE_CONNECTION_CLOSE_MS}
 
 
 def _error(exc: BaseException) -> KafkaError | None:
@@ -112,12 +125,8 @@ class Transformer:
         None when the stop came first. Retriable failures (a coordinator away) are retried on the same producer, a
         fatal one on a new producer after a pause."""
         while not self.stop.is_set():
-            producer = Producer({
-                "bootstrap.servers": self.bootstrap, "transactional.id": self.transactional_id,
-                "client.id": self.process, "transaction.timeout.ms": self.settings.transaction_timeout_ms,
-                "message.timeout.ms": min(self.settings.message_timeout_ms, self.settings.transaction_timeout_ms),
-                "linger.ms": 5, "socket.timeout.ms": 10000, "retry.backoff.ms": 100, "debug": "eos"},
-                logger=logging.getLogger(CLIENT_LOGGER))
+            producer = Producer(producer_config(self.bootstrap, self.transactional_id, self.process, self.settings),
+                                logger=logging.getLogger(CLIENT_LOGGER))
             while not self.stop.is_set():
                 try:
                     producer.init_transactions(TXN_CALL_TIMEOUT_S)

@@ -1,6 +1,7 @@
 """`kafkasim chaos run --workload txn` on real brokers: consume-transform-produce with confluent-kafka's transactional
-producer and read_committed consumers stays exactly-once while the transaction coordinator of a transformer and the
-leader of an output partition are killed with -9 and a transformer is fenced, and the checker's verdict says so."""
+producer and read_committed consumers stays exactly-once while the transaction coordinator of a transformer, the
+leader of an output partition and the transformers' group coordinator are killed with -9 and a transformer is fenced,
+and the checker's verdict says so."""
 
 import json
 import math
@@ -20,6 +21,7 @@ from tests.harness import wait_until
 pytestmark = [pytest.mark.processes, pytest.mark.slow, pytest.mark.chaos, pytest.mark.timeout(900)]
 
 TRANSACTION_STATE_PARTITIONS = 10   # the classroom profile's transaction.state.log.num.partitions
+OFFSETS_PARTITIONS = 10             # and its offsets.topic.num.partitions
 
 
 def _committed_transactions(history: Path, process: str | None = None) -> int:
@@ -51,16 +53,19 @@ class _TransactionBegins:
 
 def kill_the_coordinator_then_an_output_leader(run_dir: Path):
     """Once transactions commit: kill -9 the coordinator of transformer-0's transactional id until another broker
-    leads its __transaction_state partition, restart it; then the same for the leader of chaos-txn-output-0; then
-    fence transformer-0 with a producer of its transactional.id."""
+    leads its __transaction_state partition, restart it; then the same for the leader of chaos-txn-output-0, and for
+    the transformers' group coordinator (which their producers' send_offsets_to_transaction talks to); then fence
+    transformer-0 with a producer of its transactional.id."""
     settings = TxnWorkloadSettings()
     coordinator_partition = partition_for("kafkasim-chaos-transformer-0", TRANSACTION_STATE_PARTITIONS)
+    group_partition = partition_for(settings.group, OFFSETS_PARTITIONS)
 
     def script(nemesis: Nemesis, recorder: Recorder) -> None:
         history = run_dir / "history.jsonl"
         wait_until(lambda: _committed_transactions(history) >= 10, 120, "ten committed transactions")
         victims = [("__transaction_state", coordinator_partition, "the transaction coordinator of transformer-0"),
-                   (settings.output_topic, 0, f"the leader of {settings.output_topic}-0")]
+                   (settings.output_topic, 0, f"the leader of {settings.output_topic}-0"),
+                   ("__consumer_offsets", group_partition, "the group coordinator of the transformers")]
         for step, (topic, partition, detail) in enumerate(victims):
             victim = nemesis.leader(topic, partition)
             before = _committed_transactions(history)
@@ -110,7 +115,8 @@ def test_consume_transform_produce_stays_exactly_once_across_coordinator_and_lea
     assert txns.outputs_in_log > txns.outputs_committed >= txns.inputs_acknowledged
     kills = [e for e in read_nemesis(out / "nemesis.jsonl") if e.type == "start" and e.kind == "kill"]
     assert [e.detail for e in kills] == ["the transaction coordinator of transformer-0",
-                                         "the leader of chaos-txn-output-0"]
+                                         "the leader of chaos-txn-output-0",
+                                         "the group coordinator of the transformers"]
     # each kill met transactions in flight: begun before it, ended (whatever the outcome) after it or never
     operations = read_operations(out / "history.jsonl")
     begun = {op.index: op.mono_ns for op in operations if op.f == "txn" and op.type == "invoke"}

@@ -10,8 +10,10 @@ coordinator and partition leader):
 
 from __future__ import annotations
 
+import logging
 import signal
 import struct
+import threading
 import time
 import uuid
 
@@ -19,6 +21,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from broker.group.coordinator import partition_for
+from cluster.chaos.txn_workload import TxnWorkloadSettings, producer_config
 from cluster.disk import broker_log_dir
 from cluster.leaders import elect
 from tests.client.support import bootstrap, leader_of
@@ -236,6 +239,62 @@ def test_consume_transform_produce_is_exactly_once_across_a_coordinator_kill9(cl
     finally:
         if cluster.pid(victim) is None:
             cluster.start(victim)
+
+
+def test_a_chaos_transformers_send_offsets_returns_after_its_group_coordinator_dies(cluster):
+    """The producer of `kafkasim chaos run --workload txn`'s transformers: its send_offsets_to_transaction returns
+    after the group's coordinator died, left the producer's metadata and came back. librdkafka waits for the dead
+    coordinator by waiting for some broker connection to change state, and once it has let go of that broker none
+    may (confluentinc/librdkafka#5456, #5511): the transformer sat there until the run ended. The workload closes idle
+    connections so that one does."""
+    topic = "ctp-offsets"
+    make_topic(cluster, topic, 1, 3)
+    txn_producer(cluster, "txn-warmup-6")   # __transaction_state exists
+    preferred_leaders(cluster, [TXN_STATE, OFFSETS])
+    group = f"ctp-coordinator-{uuid.uuid4().hex[:8]}"
+    group_partition = partition_for(group, len(cluster.state([OFFSETS]).partitions))
+    victim = cluster.state([OFFSETS]).partition(OFFSETS, group_partition).leader
+    config = producer_config(bootstrap(cluster), coordinated_by_none_of(cluster, {victim}), "transformer-t",
+                             TxnWorkloadSettings())
+    producer = Producer(config, logger=logging.getLogger("librdkafka"))
+    consumer = Consumer({"bootstrap.servers": bootstrap(cluster), "group.id": group})
+    group_metadata = consumer.consumer_group_metadata()
+
+    def commit(offset: int) -> None:
+        producer.begin_transaction()
+        producer.produce(topic, value=b"v%d" % offset, partition=0)
+        producer.send_offsets_to_transaction([TopicPartition(topic, 0, offset)], group_metadata, 10)
+        producer.commit_transaction(30)
+
+    try:
+        producer.init_transactions(30)
+        commit(1)   # the producer now knows the victim as the group's coordinator
+        cluster.kill9(victim)
+        wait_until(lambda: cluster.state([OFFSETS]).partition(OFFSETS, group_partition).leader not in (victim, -1),
+                   60, f"a new coordinator of {group}")
+        wait_until(lambda: victim not in producer.list_topics(timeout=10).brokers, 30,
+                   f"the producer's metadata without broker {victim}")
+        cluster.start(victim)
+        outcome: list[BaseException | None] = []
+
+        def second_commit() -> None:
+            try:
+                commit(2)
+                outcome.append(None)
+            except BaseException as exc:   # handed to the test's thread
+                outcome.append(exc)
+        caller = threading.Thread(target=second_commit, daemon=True)
+        caller.start()
+        caller.join(90)   # a hung call cannot be cancelled: the thread is left behind and the test fails
+        assert not caller.is_alive(), "send_offsets_to_transaction (timeout 10 s) or the commit still waits after 90 s"
+        assert outcome == [None], outcome
+        assert [tp.offset for tp in consumer.committed([TopicPartition(topic, 0)], timeout=30)] == [2]
+    finally:
+        if cluster.pid(victim) is None:
+            cluster.start(victim)
+        consumer.close()
+    wait_until(lambda: all(len(p.isr) == len(p.replicas) for p in cluster.state([OFFSETS, topic]).partitions), 60,
+               f"broker {victim} back in sync")
 
 
 TXN_ENTRY = struct.Struct(">hqqqq")  # version, producerId, firstOffset, lastOffset, lastStableOffset: 34 bytes
