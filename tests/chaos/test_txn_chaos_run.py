@@ -51,7 +51,7 @@ class _TransactionBegins:
         self._file.close()
 
 
-def kill_the_coordinator_then_an_output_leader(run_dir: Path):
+def kill_the_coordinators_and_an_output_leader(run_dir: Path):
     """Once transactions commit: kill -9 the coordinator of transformer-0's transactional id until another broker
     leads its __transaction_state partition, restart it; then the same for the leader of chaos-txn-output-0, and for
     the transformers' group coordinator (which their producers' send_offsets_to_transaction talks to); then fence
@@ -100,7 +100,7 @@ def test_consume_transform_produce_stays_exactly_once_across_coordinator_and_lea
     out = tmp_path / "run"
     settings = ChaosSettings(seed=0, duration_s=45, nemesis=(),
                              workload=TxnWorkloadSettings(rate=100, transaction_size=10))
-    run = run_chaos(settings, out, say=print, script=kill_the_coordinator_then_an_output_leader(out))
+    run = run_chaos(settings, out, say=print, script=kill_the_coordinators_and_an_output_leader(out))
     assert run.result.verdict == "valid", run.result.anomalies
     bad = {name: n for name, n in run.result.counts.items() if n and name != "client-resend"}
     assert not bad, run.result.anomalies

@@ -3,19 +3,30 @@ recovery after a crash at each step."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import random
+import signal
+import time
+from concurrent.futures import ThreadPoolExecutor
 
+import psutil
 import pytest
+from kio.schema.errors import ErrorCode
 
-from broker.log.cleaner.cleaner import clean
+from broker.log.checkpoint import OffsetCheckpointFile
+from broker.log.cleaner.cleaner import CleaningAborted, clean
+from broker.log.cleaner.log_cleaner import CleanerConfig, LogCleaner
 from broker.log.cleaner.manager import CLEANER_OFFSET_CHECKPOINT, CleanerManager
 from broker.log.cleaner.offset_map import OffsetMap
 from broker.log.cleaner.throttler import Throttler
-from broker.log.checkpoint import OffsetCheckpointFile
+from broker.log.cleaner.worker import CleanerProcess, CleanerWorkerDied
+from broker.log.errors import InvalidRecordBatchError
 from broker.log.log import Log
-from broker.log.records import GZIP
-from tests.log.cleaner_support import clean_once, open_log, produce, read_segments
+from broker.log.records import GZIP, Record, build_batch, build_end_txn_marker
+from broker.log.transactions import AbortedTxn
+from tests.harness import wait_until
+from tests.log.cleaner_support import clean_once, open_log, produce, read_batches, read_segments
 from traces.events import LogCleaned
 
 KEYS = [f"key-{i}".encode() for i in range(20)]
@@ -235,13 +246,6 @@ def test_retention_by_time_leaves_a_compact_only_log_alone(tmp_path, clock, poli
 
 @pytest.mark.parametrize("in_process", [False, True], ids=["worker-process", "in-process"])
 def test_the_cleaner_threads_clean_a_dirty_log_and_stop_cleanly(tmp_path, clock, in_process):
-    import asyncio
-    import time
-
-    import psutil
-
-    from broker.log.cleaner.log_cleaner import CleanerConfig, LogCleaner
-
     log_ = open_log(tmp_path, clock)
     latest = _fill(log_, clock, batches=300)
     reports = []
@@ -288,10 +292,6 @@ def test_the_cleaner_threads_clean_a_dirty_log_and_stop_cleanly(tmp_path, clock,
 @pytest.mark.parametrize("setting", [{"log.cleaner.enable": "false"}, {"log.cleaner.threads": "0"}],
                          ids=["enable-false", "no-threads"])
 def test_a_disabled_cleaner_starts_no_worker_and_leaves_compacted_logs_as_they_are(tmp_path, clock, setting):
-    import asyncio
-
-    from broker.log.cleaner.log_cleaner import CleanerConfig, LogCleaner
-
     log_ = open_log(tmp_path, clock)
     _fill(log_, clock, batches=300)
     before = [(segment.base_offset, segment.size) for segment in log_.segments]
@@ -317,14 +317,6 @@ def test_a_shutdown_does_not_wait_for_a_worker_that_gets_no_cpu(tmp_path, clock)
     """A worker in its low-weight CPU group may get little CPU on a busy machine (here: none, stopped with SIGSTOP in
     the middle of a cleaning). The broker's shutdown kills it rather than wait for its next batch, removes its
     ``.cleaned`` files, and does not mark the log uncleanable."""
-    import asyncio
-    import signal
-
-    import psutil
-
-    from broker.log.cleaner.log_cleaner import CleanerConfig, LogCleaner
-    from tests.harness import wait_until
-
     log_ = open_log(tmp_path, clock)
     _fill(log_, clock, batches=300)
     seen: dict[str, object] = {}
@@ -394,10 +386,6 @@ def _planned(log_, clock):
 
 
 def test_a_cleaning_runs_in_a_worker_process_that_writes_the_cleaned_files(tmp_path, clock):
-    import psutil
-
-    from broker.log.cleaner.worker import CleanerProcess
-
     log_ = open_log(tmp_path, clock)
     latest = _fill(log_, clock, batches=300)
     manager, opened, plan = _planned(log_, clock)
@@ -434,11 +422,6 @@ def test_a_cleaning_runs_in_a_worker_process_that_writes_the_cleaned_files(tmp_p
 def _clean_slowly_in_a_worker(log_, clock, on_cleaned_files):
     """A throttled worker's cleaning on a thread; ``on_cleaned_files(worker)`` once it writes its .cleaned files.
     Returns what the cleaning raised."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from broker.log.cleaner.worker import CleanerProcess
-    from tests.harness import wait_until
-
     manager, opened, plan = _planned(log_, clock)
     worker = CleanerProcess("test-cleaner", 1 << 20, 0.9, 40_000)
     try:
@@ -457,8 +440,6 @@ def _clean_slowly_in_a_worker(log_, clock, on_cleaned_files):
 
 
 def test_a_cleaning_stopped_in_the_worker_process_leaves_no_cleaned_file(tmp_path, clock):
-    from broker.log.cleaner.cleaner import CleaningAborted
-
     log_ = open_log(tmp_path, clock)
     _fill(log_, clock, batches=300)
     pids = []
@@ -475,10 +456,6 @@ def test_a_cleaning_stopped_in_the_worker_process_leaves_no_cleaned_file(tmp_pat
 
 
 def test_a_worker_process_killed_during_a_cleaning_leaves_no_cleaned_file(tmp_path, clock):
-    import signal
-
-    from broker.log.cleaner.worker import CleanerWorkerDied
-
     log_ = open_log(tmp_path, clock)
     latest = _fill(log_, clock, batches=300)
     raised, _ = _clean_slowly_in_a_worker(log_, clock, lambda worker: os.kill(worker.pid, signal.SIGKILL))
@@ -489,8 +466,6 @@ def test_a_worker_process_killed_during_a_cleaning_leaves_no_cleaned_file(tmp_pa
 
 
 def test_a_cleaning_told_to_stop_leaves_no_cleaned_file(tmp_path, clock):
-    from broker.log.cleaner.cleaner import CleaningAborted
-
     log_ = open_log(tmp_path, clock)
     _fill(log_, clock, batches=300)
     manager = CleanerManager(lambda: {log_.topic_partition: log_}, clock)
@@ -570,10 +545,6 @@ def test_a_cleaning_failing_because_its_log_was_deleted_counts_as_abandoned(tmp_
 
 
 def test_a_compacted_log_refuses_a_record_without_a_key_as_kafka_does(tmp_path, clock):
-    from kio.schema.errors import ErrorCode
-
-    from broker.log.errors import InvalidRecordBatchError
-
     log_ = open_log(tmp_path, clock)
     with pytest.raises(InvalidRecordBatchError) as info:
         produce(log_, clock, [(b"a", b"1"), (None, b"2")], compression=GZIP)
@@ -588,10 +559,6 @@ def test_a_compacted_log_refuses_a_record_without_a_key_as_kafka_does(tmp_path, 
 def test_aborted_data_goes_at_once_and_the_markers_once_past_the_horizon(tmp_path, clock):
     """Kafka's transactional rules: the first pass removes the aborted transaction's data and keeps both markers;
     the markers go only in a pass past the delete horizon, once their transactions' data is gone."""
-    from broker.log.records import Record, build_batch, build_end_txn_marker
-    from broker.log.transactions import AbortedTxn
-    from tests.log.cleaner_support import read_batches
-
     log_ = open_log(tmp_path, clock, **{"delete.retention.ms": 1000})
 
     def txn(producer_id: int, keys: list[bytes], value: bytes, sequence: int) -> None:
@@ -662,9 +629,6 @@ def test_aborted_data_goes_at_once_and_the_markers_once_past_the_horizon(tmp_pat
 def test_an_open_transaction_and_what_follows_it_are_not_cleaned(tmp_path, clock):
     """Its fate is not known: if it aborts, the value before it is the key's latest (Kafka's first unstable
     offset bounds the cleanable section, at the base of the segment holding it)."""
-    from broker.log.records import Record, build_batch
-    from tests.log.cleaner_support import read_batches
-
     log_ = open_log(tmp_path, clock)
     _fill(log_, clock, batches=150)
     produce(log_, clock, [(KEYS[0], b"before-the-transaction")])
