@@ -136,6 +136,9 @@ class KafkaConfig(BaseModel):
     auto_create_topics_enable: bool = Field(True, alias="auto.create.topics.enable")
     num_partitions: int = Field(1, alias="num.partitions", ge=1)
     default_replication_factor: int = Field(1, alias="default.replication.factor", ge=1)
+    # KIP-578's limit (not in Kafka 2.8, which allocates whatever a request asks for): CreateTopics,
+    # CreatePartitions and auto-creation are refused (POLICY_VIOLATION) past this many replicas on a broker
+    max_broker_partitions: int = Field(10000, alias="max.broker.partitions", ge=1)
     replica_lag_time_max_ms: int = Field(30000, alias="replica.lag.time.max.ms", gt=0)
     controller_socket_timeout_ms: int = Field(30000, alias="controller.socket.timeout.ms", gt=0)
     replica_fetch_wait_max_ms: int = Field(500, alias="replica.fetch.wait.max.ms", ge=0)

@@ -16,6 +16,8 @@ from zk.assignment import (
     InvalidPartitionsError,
     InvalidReplicationFactorError,
     InvalidTopicError,
+    PartitionLimit,
+    PartitionLimitError,
     assign_added_partitions,
     assign_replicas_to_brokers,
     validate_topic_name,
@@ -47,6 +49,7 @@ _RULE_ERRORS = {
     InvalidTopicError: ErrorCode.invalid_topic_exception,
     InvalidPartitionsError: ErrorCode.invalid_partitions,
     InvalidReplicationFactorError: ErrorCode.invalid_replication_factor,
+    PartitionLimitError: ErrorCode.policy_violation,
 }
 
 
@@ -76,17 +79,21 @@ def check_assignment(assignment: Mapping[int, list[int]], live: list[int]) -> No
 async def create_topic(zk: ZkClient, topic: str, partitions: int, replication_factor: int,
                        config: Mapping[str, str] | None = None, *,
                        assignment: Mapping[int, list[int]] | None = None,
-                       validate_only: bool = False) -> dict[int, list[int]]:
+                       validate_only: bool = False, limit: PartitionLimit | None = None) -> dict[int, list[int]]:
     """Validate, then (unless ``validate_only``) write the topic. Raises AdminError."""
     try:
         validate_topic_name(topic)
         brokers = await live_broker_ids(zk)
         if assignment is None:
+            if limit is not None and replication_factor <= len(brokers):
+                limit.check_count(brokers, partitions, replication_factor)
             chosen = assign_replicas_to_brokers(brokers, partitions, replication_factor)
         else:
             check_assignment(assignment, brokers)
             chosen = {p: list(r) for p, r in assignment.items()}
-    except (InvalidTopicError, InvalidPartitionsError, InvalidReplicationFactorError) as exc:
+        if limit is not None:
+            limit.check_assignment(chosen)
+    except (InvalidTopicError, InvalidPartitionsError, InvalidReplicationFactorError, PartitionLimitError) as exc:
         raise AdminError(str(exc), _RULE_ERRORS[type(exc)]) from None
     if await zk.exists(TopicZNode.path(topic)) is not None:
         raise AdminError(f"topic {topic!r} already exists", ErrorCode.topic_already_exists)
@@ -105,7 +112,17 @@ async def create_topic(zk: ZkClient, topic: str, partitions: int, replication_fa
     return chosen
 
 
+def _require_legal_name(topic: str) -> None:
+    """A name that cannot be a topic's names no topic (Kafka answers from its metadata cache, which holds no such
+    name): UNKNOWN_TOPIC_OR_PARTITION, before a ZooKeeper path is built from it."""
+    try:
+        validate_topic_name(topic)
+    except InvalidTopicError:
+        raise AdminError(f"topic {topic!r} does not exist", ErrorCode.unknown_topic_or_partition) from None
+
+
 async def delete_topic(zk: ZkClient, topic: str) -> None:
+    _require_legal_name(topic)
     if await zk.exists(TopicZNode.path(topic)) is None:
         raise AdminError(f"topic {topic!r} does not exist", ErrorCode.unknown_topic_or_partition)
     try:
@@ -116,7 +133,8 @@ async def delete_topic(zk: ZkClient, topic: str) -> None:
 
 
 def plan_added_partitions(topic: str, existing: Mapping[int, list[int]], new_count: int,
-                          assignment: list[list[int]] | None, live: list[int]) -> dict[int, list[int]]:
+                          assignment: list[list[int]] | None, live: list[int],
+                          limit: PartitionLimit | None = None) -> dict[int, list[int]]:
     """The replicas of the partitions CreatePartitions adds, checked in the order and with the words of Kafka
     2.8's ZkAdminManager.createPartitions and AdminZkClient.createNewPartitionsAssignment. Pure; raises
     AdminError."""
@@ -130,9 +148,15 @@ def plan_added_partitions(topic: str, existing: Mapping[int, list[int]], new_cou
         raise AdminError(f"Topic already has {len(existing)} partitions.", ErrorCode.invalid_partitions)
     if assignment is None:
         try:
-            return assign_added_partitions(live, dict(existing), new_count)
+            if limit is not None and len(existing[0]) <= len(live):
+                limit.check_count(live, increment, len(existing[0]))
+            added = assign_added_partitions(live, dict(existing), new_count)
         except InvalidReplicationFactorError as exc:
             raise AdminError(str(exc), ErrorCode.invalid_replication_factor) from None
+        except PartitionLimitError as exc:
+            raise AdminError(str(exc), ErrorCode.policy_violation) from None
+        _check_limit(limit, added)
+        return added
     unknown = sorted({b for replicas in assignment for b in replicas} - set(live))
     if unknown:
         raise AdminError(f"Unknown broker(s) in replica assignment: {', '.join(map(str, unknown))}.",
@@ -154,14 +178,25 @@ def plan_added_partitions(topic: str, existing: Mapping[int, list[int]], new_cou
             raise AdminError(f"Inconsistent replication factor between partitions, partition 0 has "
                              f"{replication_factor} while partition {partition} has {len(replicas)}.",
                              ErrorCode.invalid_replica_assignment)
+    _check_limit(limit, added)
     return added
 
 
+def _check_limit(limit: PartitionLimit | None, added: Mapping[int, list[int]]) -> None:
+    if limit is None:
+        return
+    try:
+        limit.check_assignment(added)
+    except PartitionLimitError as exc:
+        raise AdminError(str(exc), ErrorCode.policy_violation) from None
+
+
 async def add_partitions(zk: ZkClient, topic: str, new_count: int, assignment: list[list[int]] | None = None, *,
-                         validate_only: bool = False) -> dict[int, list[int]]:
+                         validate_only: bool = False, limit: PartitionLimit | None = None) -> dict[int, list[int]]:
     """CreatePartitions through ZooKeeper (Kafka's AdminZkClient.addPartitions): the topic znode is rewritten
     with the old and the new partitions, compared and set against the version read; the controller's data
     watch on it creates the new partitions. Returns the added partitions' replicas. Raises AdminError."""
+    _require_legal_name(topic)
     for _ in range(ADD_PARTITIONS_ATTEMPTS):
         if await zk.exists(DeleteTopicsTopicZNode.path(topic)) is not None:
             raise AdminError("The topic is queued for deletion.", ErrorCode.invalid_topic_exception)
@@ -175,7 +210,7 @@ async def add_partitions(zk: ZkClient, topic: str, new_count: int, assignment: l
             raise AdminError(f"A partition reassignment is in progress for the topic '{topic}'.",
                              ErrorCode.reassignment_in_progress)
         existing = dict(current.partitions) if current is not None else {}
-        added = plan_added_partitions(topic, existing, new_count, assignment, await live_broker_ids(zk))
+        added = plan_added_partitions(topic, existing, new_count, assignment, await live_broker_ids(zk), limit)
         if validate_only:
             return added
         try:
@@ -191,6 +226,7 @@ async def add_partitions(zk: ZkClient, topic: str, new_count: int, assignment: l
 
 async def topic_config_overrides(zk: ZkClient, topic: str) -> dict[str, str]:
     """The topic's dynamic config (/config/topics/<t>); raises AdminError for a topic that does not exist."""
+    _require_legal_name(topic)
     if await zk.exists(TopicZNode.path(topic)) is None:
         raise AdminError(f"Topic '{topic}' does not exist.", ErrorCode.unknown_topic_or_partition)
     data, _ = await zk.get_or_none(TopicConfigZNode.path(topic))
@@ -200,6 +236,7 @@ async def topic_config_overrides(zk: ZkClient, topic: str) -> dict[str, str]:
 async def change_topic_config(zk: ZkClient, topic: str, config: Mapping[str, str]) -> None:
     """Replace the topic's dynamic config, then announce it (AdminZkClient.changeTopicConfig): the config
     znode first, so a broker reading it on the notification sees the new value. Validation is the caller's."""
+    _require_legal_name(topic)
     if await zk.exists(TopicZNode.path(topic)) is None:
         raise AdminError(f"Topic '{topic}' does not exist.", ErrorCode.unknown_topic_or_partition)
     await _write_and_announce(zk, TopicConfigZNode.path(topic), TopicConfigZNode.encode(dict(config)),

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import random
 import re
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 
 MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL_TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
@@ -19,6 +22,50 @@ class InvalidReplicationFactorError(ValueError):
 
 class InvalidPartitionsError(ValueError):
     """Kafka's INVALID_PARTITIONS (37)."""
+
+
+class PartitionLimitError(ValueError):
+    """More partition replicas on a broker than ``max.broker.partitions`` allows: POLICY_VIOLATION (44)."""
+
+
+@dataclass(frozen=True)
+class PartitionLimit:
+    """KIP-578's ``max.broker.partitions``: no request may leave a broker hosting more partition replicas than
+    this. Kafka 2.8 has no such limit (KIP-578 came later) and allocates whatever count a request carries, so a
+    CreateTopics with 2**31 - 1 partitions exhausts the controller's memory; kafkasim checks the count before
+    anything is allocated or written to ZooKeeper. ``hosted`` is how many replicas each broker hosts now."""
+
+    max_broker_partitions: int
+    hosted: Mapping[int, int] = field(default_factory=dict)
+
+    def check_count(self, broker_ids: Iterable[int], partitions: int, replication_factor: int) -> None:
+        """Before an assignment is made: the new replicas fit on ``broker_ids`` at all. Plain arithmetic, so a
+        forged count costs nothing."""
+        brokers = sorted(set(broker_ids))
+        if partitions <= 0 or replication_factor <= 0 or not brokers:
+            return  # the assignment's own checks answer these
+        room = sum(max(0, self.max_broker_partitions - self.hosted.get(b, 0)) for b in brokers)
+        wanted = partitions * replication_factor
+        if wanted > room:
+            raise PartitionLimitError(
+                f"{partitions} partitions with replication factor {replication_factor} would place {wanted} "
+                f"replicas on brokers {brokers}, which have room for {room} under max.broker.partitions="
+                f"{self.max_broker_partitions} (raise it on every broker to allow more)")
+
+    def check_assignment(self, assignment: Mapping[int, Iterable[int]]) -> None:
+        """After an assignment is made (or given by the client): no broker ends above the limit."""
+        added = Counter(b for replicas in assignment.values() for b in replicas)
+        for broker, count in sorted(added.items()):
+            total = self.hosted.get(broker, 0) + count
+            if total > self.max_broker_partitions:
+                raise PartitionLimitError(
+                    f"broker {broker} would host {total} partition replicas, more than max.broker.partitions="
+                    f"{self.max_broker_partitions} (raise it on every broker to allow more)")
+
+
+def hosted_replicas(assignments: Iterable[Iterable[int]]) -> dict[int, int]:
+    """How many partition replicas each broker hosts, from every partition's replica list."""
+    return dict(Counter(b for replicas in assignments for b in replicas))
 
 
 def validate_topic_name(name: str) -> None:

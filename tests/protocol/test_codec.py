@@ -178,3 +178,27 @@ def test_encode_response_refuses_a_body_of_another_version():
         encode_response(ApiKey.METADATA, 8, 1, response)
     with pytest.raises(TypeError):
         encode_response(ApiKey.PRODUCE, 1, 1, response)
+
+
+def _create_topics_v4(assignments_count: int, configs_count: int = 0) -> bytes:
+    # CreateTopics v4: topics [ name, num_partitions, replication_factor, assignments [..], configs [..] ],
+    # timeout_ms, validate_only
+    topic = struct.pack(">h", 1) + b"t" + struct.pack(">ihii", -1, -1, assignments_count, configs_count)
+    return _frame(ApiKey.CREATE_TOPICS, 4, struct.pack(">i", 1) + topic + struct.pack(">i?", 1000, False))
+
+
+def test_a_null_count_for_an_array_the_schema_does_not_let_be_null_is_malformed():
+    # Kafka's generated reader refuses it ("non-nullable field assignments was serialized as null"), and the
+    # broker closes the connection; kio alone would hand the handler None (it raised TypeError there)
+    assert isinstance(decode_request(_create_topics_v4(0)), Request)
+    for assignments, configs in ((-1, 0), (0, -1)):
+        result = decode_request(_create_topics_v4(assignments, configs))
+        assert isinstance(result, MalformedRequest)
+        assert "UnexpectedNullArray" in result.reason
+
+
+def test_a_null_count_is_taken_where_the_schema_lets_the_array_be_null():
+    # Metadata v4's topics is nullable: null asks for every topic
+    result = decode_request(_frame(ApiKey.METADATA, 4, struct.pack(">i", -1) + b"\x01"))
+    assert isinstance(result, Request)
+    assert result.body.topics is None

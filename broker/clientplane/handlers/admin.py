@@ -16,6 +16,7 @@ from broker.clientplane.protocol.messages import Request
 from broker.clientplane.protocol.versions import ApiKey
 from broker.dynamic_config import ConfigError, validate_topic_overrides
 from zk.admin import AdminError, add_partitions, create_topic, delete_topic
+from zk.assignment import PartitionLimit, hosted_replicas
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +32,12 @@ def check_topic_configs(admin: AdminAccess, topic: str, configs: dict[str, str])
         validate_topic_overrides(topic, configs, admin.log_defaults())
     except ConfigError as exc:
         raise AdminError(str(exc), ErrorCode.invalid_config) from None
+
+
+def partition_limit(admin: AdminAccess) -> PartitionLimit:
+    """``max.broker.partitions`` against the replicas each broker hosts as this broker's metadata shows them."""
+    states = (s for partitions in admin.metadata_cache.topics().values() for s in partitions)
+    return PartitionLimit(admin.config.max_broker_partitions, hosted_replicas(s.replicas for s in states))
 
 
 async def wait_for_metadata(admin: AdminAccess, topic: str, *, present: bool, timeout_ms: int,
@@ -73,7 +80,7 @@ async def handle_create_topics(admin: AdminAccess, request: Request):
         try:
             check_topic_configs(admin, topic.name, configs)
             await create_topic(admin.zk, topic.name, partitions, replication, configs, assignment=assignment,
-                               validate_only=body.validate_only)
+                               validate_only=body.validate_only, limit=partition_limit(admin))
         except AdminError as exc:
             return exc.error_code, str(exc)
         if not body.validate_only and not await wait_for_metadata(admin, topic.name, present=True,
@@ -101,7 +108,8 @@ async def handle_create_partitions(admin: AdminAccess, request: Request):
             return ErrorCode.invalid_request, "Duplicate topic in request."
         assignment = None if topic.assignments is None else [list(a.broker_ids) for a in topic.assignments]
         try:
-            await add_partitions(admin.zk, topic.name, topic.count, assignment, validate_only=body.validate_only)
+            await add_partitions(admin.zk, topic.name, topic.count, assignment, validate_only=body.validate_only,
+                                 limit=partition_limit(admin))
         except AdminError as exc:
             return exc.error_code, str(exc)
         if not body.validate_only and not await wait_for_metadata(admin, topic.name, present=True,
@@ -144,7 +152,8 @@ async def auto_create_topic(admin: AdminAccess, name: str) -> ErrorCode:
     """Metadata for an unknown topic with auto.create.topics.enable: create it with the broker defaults;
     the client sees LEADER_NOT_AVAILABLE and asks again (Kafka's behaviour)."""
     try:
-        await create_topic(admin.zk, name, admin.config.num_partitions, admin.config.default_replication_factor)
+        await create_topic(admin.zk, name, admin.config.num_partitions, admin.config.default_replication_factor,
+                           limit=partition_limit(admin))
     except AdminError as exc:
         if exc.error_code == ErrorCode.topic_already_exists:  # another broker or client was faster
             return ErrorCode.leader_not_available

@@ -41,6 +41,12 @@ class ArrayTooLong(ValueError):
     """An array count larger than the bytes that follow it."""
 
 
+class UnexpectedNullArray(ValueError):
+    """A null count for an array the schema does not let be null. Kafka's generated readers refuse it
+    ("non-nullable field ... was serialized as null") and the request is malformed; kio would hand the
+    handlers None where the schema promises a tuple."""
+
+
 def check_array_lengths(entity_type: type[Entity], buffer: bytes, offset: int) -> int:
     """Walk one entity at offset, raising ArrayTooLong on an impossible count; return its end offset.
 
@@ -49,9 +55,11 @@ def check_array_lengths(entity_type: type[Entity], buffer: bytes, offset: int) -
     return _entity_walker(entity_type)(buffer, offset)
 
 
-def _read_count(buffer: bytes, offset: int, flexible: bool) -> tuple[int, int]:
+def _read_count(buffer: bytes, offset: int, flexible: bool, nullable: bool) -> tuple[int, int]:
     reader = read_compact_array_length if flexible else read_legacy_array_length
     count, size = reader(buffer, offset)
+    if (count is None or count == -1) and not nullable:
+        raise UnexpectedNullArray(f"null array where the schema allows none, at byte {offset}")
     count = 0 if count is None or count < 0 else count
     offset += size
     if count > len(buffer) - offset:
@@ -112,11 +120,12 @@ def _walk_tagged_fields(tagged: dict[int, Walker], buffer: bytes, offset: int) -
 def _field_walker(entity_type: type[Entity], field, is_tag: bool) -> Walker:
     kind = classify_field(field)
     flexible = entity_type.__flexible__
+    nullable_array = is_optional(field)
     if isinstance(kind, EntityTupleField) and _has_arrays(kind.type_):
         element = _entity_walker(kind.type_)
 
         def walk_nested_array(buffer: bytes, offset: int) -> int:
-            count, offset = _read_count(buffer, offset, flexible)
+            count, offset = _read_count(buffer, offset, flexible, nullable_array)
             for _ in range(count):
                 offset = element(buffer, offset)
             return offset
@@ -144,7 +153,7 @@ def _field_walker(entity_type: type[Entity], field, is_tag: bool) -> Walker:
 
     def walk_flat(buffer: bytes, offset: int) -> int:
         if is_array:
-            _read_count(buffer, offset, flexible)
+            _read_count(buffer, offset, flexible, nullable_array)
         return offset + reader(buffer, offset)[1]
 
     return walk_flat
