@@ -38,6 +38,21 @@ Say = Callable[[str], None]
 # how long a ZooKeeper brought back after the zk-down fault waits for its old port to be bindable again
 ZOOKEEPER_PORT_WAIT_S = 10.0
 
+# A one-broker cluster gets what Kafka's single-node examples set (its config/server.properties, Confluent's quick
+# starts): with the defaults (3, 3, 2) its brokers refuse to create __consumer_offsets and __transaction_state
+# (COORDINATOR_NOT_AVAILABLE, KIP-115), so no group or transaction would ever start. The user's overrides win.
+SINGLE_BROKER_OVERRIDES = {
+    "offsets.topic.replication.factor": "1",
+    "transaction.state.log.replication.factor": "1",
+    "transaction.state.log.min.isr": "1",
+}
+
+
+def with_single_broker_settings(brokers: int, overrides: dict[str, str] | None) -> dict[str, str]:
+    """The overrides a cluster of ``brokers`` starts with: the user's, under SINGLE_BROKER_OVERRIDES for one broker."""
+    return {**(SINGLE_BROKER_OVERRIDES if brokers == 1 else {}), **(overrides or {})}
+
+
 def _tail(path: Path, lines: int = 15) -> str:
     try:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
@@ -102,6 +117,7 @@ def up(data_dir: Path, brokers: int = 3, zookeeper: str | None = None, profile: 
         raise ClusterError(f"unknown profile {profile!r}; choose one of {', '.join(PROFILES)}")
     if brokers < 1:
         raise ClusterError("--brokers must be at least 1")
+    overrides = with_single_broker_settings(brokers, overrides)
     if log_dir_size_mib is not None:
         require_root()
     layout = ClusterLayout(data_dir)
@@ -126,6 +142,7 @@ def up(data_dir: Path, brokers: int = 3, zookeeper: str | None = None, profile: 
                        overrides=dict(overrides or {}), tick_time_ms=tick_time_ms)
     _validate(spec, layout)
     say(f"profile {profile}" + "".join(f"\n  {k}={v}" for k, v in PROFILES[profile].items()))
+    _say_internal_topics(spec, layout, say)
     # before anything starts: a refused mount (a log dir holding logs already) leaves nothing running
     _mount_log_dirs(spec, layout, log_dir_size_mib, say)
     started = time.monotonic()
@@ -175,6 +192,25 @@ def _mount_log_dirs(spec: ClusterSpec, layout: ClusterLayout, size_mib: int | No
         f"`kafkasim fill BROKER` fills one")
 
 
+def _say_internal_topics(spec: ClusterSpec, layout: ClusterLayout, say: Say) -> None:
+    """The internal topics' replication, when a cluster this size would not give them what their configs ask for
+    (or gets the single-broker settings): the brokers refuse to create a topic with fewer live brokers than its
+    replication factor, so groups or transactions would wait for brokers that never come."""
+    props = broker_properties(spec, spec.brokers[0], layout) | {"zookeeper.connect": spec.zookeeper or "127.0.0.1:1"}
+    config = KafkaConfig.from_properties(props, "broker configuration")
+    brokers = len(spec.brokers)
+    if brokers == 1:
+        chosen = {k: v for k, v in spec.overrides.items() if k in SINGLE_BROKER_OVERRIDES}
+        say("one broker: internal topics with " + ", ".join(f"{k}={v}" for k, v in chosen.items()))
+    for prop, factor, what in (
+            ("offsets.topic.replication.factor", config.offsets_topic_replication_factor, "consumer groups"),
+            ("transaction.state.log.replication.factor", config.transaction_state_log_replication_factor,
+             "transactions")):
+        if factor > brokers:
+            say(f"warning: {prop} is {factor} but the cluster has {brokers} brokers: {what} will get "
+                f"COORDINATOR_NOT_AVAILABLE until {factor} brokers are up; use --override {prop}={brokers}")
+
+
 def _validate(spec: ClusterSpec, layout: ClusterLayout) -> None:
     """Every broker's configuration, before anything starts."""
     for broker in spec.brokers:
@@ -211,6 +247,7 @@ def _up_netns(layout: ClusterLayout, brokers: int, profile: str, overrides: dict
                        overrides=dict(overrides or {}), tick_time_ms=tick_time_ms, network=plan.as_dict())
     _validate(spec, layout)
     say(f"profile {profile}" + "".join(f"\n  {k}={v}" for k, v in PROFILES[profile].items()))
+    _say_internal_topics(spec, layout, say)
     _mount_log_dirs(spec, layout, log_dir_size_mib, say)
     started = time.monotonic()
     try:

@@ -55,8 +55,8 @@ def coordinated_by_none_of(cluster: RunningCluster, avoid: set[int], *, prefix: 
 
 @pytest.fixture(scope="module", autouse=True)
 def offsets_topic(cluster: RunningCluster) -> None:
-    """``__consumer_offsets`` made while the three brokers are up: the first FindCoordinator creates it with the
-    replication factor capped by the live brokers, and a reader here may be the first while two are down."""
+    """``__consumer_offsets`` made while the three brokers are up: a reader here may be the first while two are down,
+    and the brokers create it with its three replicas only once three are alive again."""
     probe = Consumer({"bootstrap.servers": bootstrap(cluster), "group.id": f"probe-{uuid.uuid4().hex[:6]}"})
     try:
         def replicated() -> bool:

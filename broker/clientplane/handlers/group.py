@@ -13,6 +13,7 @@ from kio.schema.errors import ErrorCode
 from broker.clientplane.handlers.access import GroupAccess
 from broker.clientplane.handlers.common import NO_THROTTLE, answer_once, millis, response_module
 from broker.clientplane.handlers.find_coordinator import (
+    InternalTopic,
     answer_coordinator,
     coordinator_response,
     create_internal_topic,
@@ -39,13 +40,15 @@ DEFAULT_RETENTION_TIME_MS = -1
 OFFSETS_TOPIC_CONFIG = {"cleanup.policy": "compact"}
 
 
-async def ensure_offsets_topic(groups: GroupAccess) -> ErrorCode:
-    """Create __consumer_offsets with offsets.topic.num.partitions and offsets.topic.replication.factor (capped by
-    the live brokers). Clients are answered COORDINATOR_NOT_AVAILABLE meanwhile and retry."""
+async def ensure_offsets_topic(groups: GroupAccess) -> tuple[ErrorCode, str]:
+    """Create __consumer_offsets with offsets.topic.num.partitions and offsets.topic.replication.factor, once that
+    many brokers are alive (find_coordinator.py). Clients are answered COORDINATOR_NOT_AVAILABLE meanwhile and
+    retry."""
     config = groups.config
-    return await create_internal_topic(
-        groups.zk, OFFSETS_TOPIC, config.offsets_topic_num_partitions, config.offsets_topic_replication_factor,
-        lambda _: {**OFFSETS_TOPIC_CONFIG, "segment.bytes": str(config.offsets_topic_segment_bytes)})
+    return await create_internal_topic(groups.zk, InternalTopic(
+        OFFSETS_TOPIC, "offsets topic", config.offsets_topic_num_partitions, config.offsets_topic_replication_factor,
+        "offsets.topic.replication.factor",
+        {**OFFSETS_TOPIC_CONFIG, "segment.bytes": str(config.offsets_topic_segment_bytes)}))
 
 
 async def handle_find_coordinator(groups: GroupAccess, request: Request, listener: Listener):

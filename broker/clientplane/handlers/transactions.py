@@ -15,6 +15,7 @@ from kio.schema.errors import ErrorCode
 from broker.clientplane.handlers.access import TxnAccess
 from broker.clientplane.handlers.common import NO_THROTTLE, answer_once, millis, response_module
 from broker.clientplane.handlers.find_coordinator import (
+    InternalTopic,
     answer_coordinator,
     coordinator_response,
     create_internal_topic,
@@ -38,19 +39,25 @@ def fenced_for(version: int, first_with_fenced: int, error: ErrorCode) -> ErrorC
     return error
 
 
-async def ensure_transaction_state_topic(txns: TxnAccess) -> ErrorCode:
-    """Create __transaction_state with transaction.state.log.num.partitions and .replication.factor, capped by the
-    live brokers (as __consumer_offsets is), compacted, with unclean election off and min.insync.replicas from
-    transaction.state.log.min.isr (capped by the replication factor, or no transaction could ever be stored).
+async def ensure_transaction_state_topic(txns: TxnAccess) -> tuple[ErrorCode, str]:
+    """Create __transaction_state with transaction.state.log.num.partitions and .replication.factor, once that many
+    brokers are alive (find_coordinator.py), with TransactionStateManager.transactionTopicConfigs' settings:
+    compacted, unclean election off, min.insync.replicas = transaction.state.log.min.isr as configured (a min.isr
+    above the replication factor stores no transaction, NOT_ENOUGH_REPLICAS, as in Kafka: the broker says so).
     Clients are answered COORDINATOR_NOT_AVAILABLE meanwhile and retry."""
     config = txns.config
-    return await create_internal_topic(
-        txns.zk, TRANSACTION_STATE_TOPIC, config.transaction_state_log_num_partitions,
-        config.transaction_state_log_replication_factor, lambda replication: {
+    if config.transaction_state_log_min_isr > config.transaction_state_log_replication_factor:
+        log.warning("transaction.state.log.min.isr %d is above transaction.state.log.replication.factor %d: "
+                    "%s will refuse every transaction (NOT_ENOUGH_REPLICAS); lower the min.isr",
+                    config.transaction_state_log_min_isr, config.transaction_state_log_replication_factor,
+                    TRANSACTION_STATE_TOPIC)
+    return await create_internal_topic(txns.zk, InternalTopic(
+        TRANSACTION_STATE_TOPIC, "transactions state topic", config.transaction_state_log_num_partitions,
+        config.transaction_state_log_replication_factor, "transaction.state.log.replication.factor", {
             "cleanup.policy": "compact",
-            "min.insync.replicas": str(min(config.transaction_state_log_min_isr, replication)),
+            "min.insync.replicas": str(config.transaction_state_log_min_isr),
             "segment.bytes": str(config.transaction_state_log_segment_bytes),
-            "unclean.leader.election.enable": "false"})
+            "unclean.leader.election.enable": "false"}))
 
 
 async def handle_find_transaction_coordinator(txns: TxnAccess, request: Request, listener: Listener):
