@@ -530,33 +530,50 @@ class KafkaServer:
         await self._stopping.wait()
 
     async def controlled_shutdown(self) -> bool:
-        """Asks the controller to move this broker's leaderships away first (Kafka's controlled shutdown)."""
+        """Kafka's KafkaServer.controlledShutdown: ask the controller to move this broker's leaderships away, up to
+        controlled.shutdown.max.retries times. An attempt succeeds when the answer has no error and no partition
+        left; a partition remains when this broker is its only live ISR member (the controller's election fails
+        and leaves it led here). After every failed attempt the broker waits controlled.shutdown.retry.backoff.ms,
+        as Kafka does (after the last one too); out of attempts it goes on with an unclean shutdown, and the
+        controller handles it as a failed broker."""
         config = self.config
-        for attempt in range(1, config.controlled_shutdown_max_retries + 1):
-            self.trace.emit(te.ControlledShutdownStep, phase="requested", detail=f"attempt {attempt}")
-            error, remaining, detail = await self._send_controlled_shutdown()
-            if error == ErrorCode.none.value and not remaining:
+        attempts = config.controlled_shutdown_max_retries
+        for attempt in range(1, attempts + 1):
+            self.trace.emit(te.ControlledShutdownStep, phase="requested", detail=f"attempt {attempt} of {attempts}")
+            controller_id, error, remaining, detail = await self._send_controlled_shutdown()
+            succeeded = error == ErrorCode.none.value and not remaining
+            self.trace.emit(te.ControlledShutdownAttempt, attempt=attempt, max_attempts=attempts,
+                            controller=controller_id, error_code=error,
+                            remaining=[f"{topic}-{partition}" for topic, partition in remaining],
+                            backoff_ms=0 if succeeded else config.controlled_shutdown_retry_backoff_ms,
+                            detail=detail)
+            if succeeded:
+                log.info("Controlled shutdown succeeded")
                 self.trace.emit(te.ControlledShutdownStep, phase="succeeded")
                 return True
-            self.trace.emit(te.ControlledShutdownStep, phase="retrying", remaining_partitions=len(remaining),
-                            detail=detail)
-            log.info("controlled shutdown attempt %d: %s", attempt, detail)
-            if attempt < config.controlled_shutdown_max_retries:
-                await asyncio.sleep(config.controlled_shutdown_retry_backoff_ms / 1000)
-        self.trace.emit(te.ControlledShutdownStep, phase="failed")
+            log.info("Remaining partitions to move: %s",
+                     ", ".join(f"{topic}-{partition}" for topic, partition in remaining) or "none")
+            log.info("Error from controller: %s (%s)", error, detail)
+            await asyncio.sleep(config.controlled_shutdown_retry_backoff_ms / 1000)
+            if attempt < attempts:
+                log.warning("Retrying controlled shutdown after the previous attempt failed...")
+        log.warning("Proceeding to do an unclean shutdown as all the controlled shutdown attempts failed")
+        self.trace.emit(te.ControlledShutdownStep, phase="failed", detail=f"after {attempts} attempts")
         return False
 
-    async def _send_controlled_shutdown(self) -> tuple[int, list, str]:
+    async def _send_controlled_shutdown(self) -> tuple[int, int, list[tuple[str, int]], str]:
+        """One attempt: (controller id or -1, error code, the partitions still led here, what happened)."""
         try:
             data, _ = await self.zk.get(ControllerZNode.path)
             controller_id = ControllerZNode.decode(data).brokerid
             raw, _ = await self.zk.get(BrokerIdZNode.path(controller_id))
             registration = BrokerIdZNode.decode(controller_id, raw)
         except Exception as exc:  # no controller right now, it just moved, or its znode is unreadable
-            return ErrorCode.not_controller.value, [], f"no controller reachable ({exc!r})"
+            return -1, ErrorCode.not_controller.value, [], f"no controller reachable ({exc!r})"
         endpoint = registration.endpoint(self.config.inter_broker_listener_name)
         if endpoint is None:
-            return ErrorCode.not_controller.value, [], f"controller {controller_id} has no cluster endpoint"
+            return (controller_id, ErrorCode.not_controller.value, [],
+                    f"controller {controller_id} has no cluster endpoint")
         async with grpc.aio.insecure_channel(f"{endpoint[0]}:{endpoint[1]}") as channel:
             try:
                 response = await ControlPlaneStub(channel).ControlledShutdown(
@@ -564,10 +581,12 @@ class KafkaServer:
                                                  broker_epoch=self.replica_manager.broker_epoch),
                     timeout=self.config.controller_socket_timeout_ms / 1000)
             except grpc.aio.AioRpcError as exc:
-                return ErrorCode.network_exception.value, [], f"controller {controller_id}: {exc.code().name}"
+                return (controller_id, ErrorCode.network_exception.value, [],
+                        f"controller {controller_id}: {exc.code().name}")
         remaining = [(tp.topic, tp.partition) for tp in response.remaining_partitions]
-        return response.error_code, remaining, f"controller {controller_id} answered {response.error_code}, " \
-                                               f"{len(remaining)} partitions still led here"
+        return (controller_id, response.error_code, remaining,
+                f"controller {controller_id} answered {response.error_code}, {len(remaining)} partitions still led "
+                f"here")
 
     async def shutdown(self) -> None:
         self._stopping.set()

@@ -678,9 +678,14 @@ class KafkaController:
         await self._perform(batch, lambda tps: rsm.shutdown_followers(ctx, broker, tps), led, refresh=False)
         sent = batch.send()
         event.applying.extend(f for b, futures in sent.items() if b != broker for f in futures)
+        # Kafka answers partitionLeadersOnBroker: the replicated partitions it still leads, those whose election
+        # failed because no other ISR member is alive. The broker asks again, and stops anyway once out of retries.
         remaining = rsm.still_led_by(ctx, broker, replicated)
+        if remaining:
+            log.info("controlled shutdown of broker %d: %d partitions stay led by it, no other live ISR member: %s",
+                     broker, len(remaining), ", ".join(f"{t}-{p}" for t, p in remaining[:20]))
         self.trace.emit(te.ControlledShutdownStep, phase="handled", remaining_partitions=len(remaining),
-                        detail=f"for broker {broker}")
+                        remaining=[f"{t}-{p}" for t, p in remaining], detail=f"for broker {broker}")
         event.reply.set_result((ErrorCode.none.value, remaining))
 
     # --- topics -----------------------------------------------------------------------------------------

@@ -47,12 +47,18 @@ def preferred_replica_election(assignment: list[int], isr: list[int], live: set[
 
 def controlled_shutdown_election(assignment: list[int], isr: list[int], live_or_shutting_down: set[int],
                                  shutting_down: set[int]) -> Election:
-    """Move leadership off brokers that are shutting down; they also leave the ISR."""
+    """Kafka's ControlledShutdownPartitionLeaderElectionStrategy: the first replica of the assignment that is alive,
+    in the ISR and not shutting down leads, and the shutting-down brokers leave the ISR.
+
+    With no such replica (the shutting-down broker is the last ISR member alive) the election fails: NO_LEADER
+    here means "nothing to write". Kafka leaves the partition as it is, led by the shutting-down broker, and
+    answers it among the remaining partitions; the broker retries and, once out of retries, stops anyway, and
+    the partition goes offline when its death is handled (Election.leaderForControlledShutdown gives no
+    LeaderAndIsr, PartitionStateMachine.doElectLeaderForPartitions counts the partition as a failed election)."""
     candidates = [r for r in assignment if r in live_or_shutting_down and r in isr and r not in shutting_down]
-    new_isr = [replica for replica in isr if replica not in shutting_down]
     if not candidates:
         return Election(NO_LEADER, list(isr))
-    return Election(candidates[0], new_isr)
+    return Election(candidates[0], [replica for replica in isr if replica not in shutting_down])
 
 
 def remove_replica_from_isr(leader: int, isr: list[int], replica: int) -> tuple[int, list[int]]:

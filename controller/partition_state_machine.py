@@ -90,8 +90,9 @@ def initialize(ctx: ControllerContext, partitions: list[TopicPartition]) -> Stat
 def elect(ctx: ControllerContext, partitions: list[TopicPartition], strategy: str,
           unclean_default: bool = False, *, force_unclean: bool = False) -> StateChanges:
     """Online/Offline -> Online by ``strategy`` (offline, controlled_shutdown or preferred). Partitions whose
-    leader and ISR would not change are left alone; so is an offline partition that stays offline, and one
-    whose preferred replica cannot lead (Kafka's election fails there: nothing is written).
+    leader and ISR would not change are left alone; so is an offline partition that stays offline, one
+    whose preferred replica cannot lead, and one whose only live ISR member is shutting down (Kafka's election
+    fails in those two: nothing is written, and the partition keeps its leader).
 
     ``force_unclean``: an admin's ElectLeaders(UNCLEAN) may elect out of the ISR whatever the topic says."""
     changes = StateChanges()
@@ -103,10 +104,16 @@ def elect(ctx: ControllerContext, partitions: list[TopicPartition], strategy: st
         _check_not_deposed(ctx, tp, state)
         replicas = ctx.replicas(tp)
         election = _run_strategy(ctx, tp, state, strategy, unclean_default, force_unclean)
-        if election.leader == NO_LEADER and strategy == PREFERRED:
+        if election.leader == NO_LEADER and strategy in (PREFERRED, CONTROLLED_SHUTDOWN):
+            if strategy == CONTROLLED_SHUTDOWN:
+                # the state-change log line of Kafka's failed election; the broker hears of it as a remaining partition
+                log.info("Failed to elect leader for partition %s-%d under strategy "
+                         "ControlledShutdownPartitionLeaderElectionStrategy: no live ISR member other than the "
+                         "shutting-down brokers %s (ISR %s); it stays led by %d", *tp, sorted(ctx.shutting_down),
+                         state.isr, state.leader)
             changes.unchanged.append(tp)
             continue
-        if election.leader == NO_LEADER and state.leader == NO_LEADER and strategy != CONTROLLED_SHUTDOWN:
+        if election.leader == NO_LEADER and state.leader == NO_LEADER:
             changes.unchanged.append(tp)  # still offline: nothing to write
             continue
         if state.leader == election.leader and state.isr == election.isr:

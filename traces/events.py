@@ -188,9 +188,32 @@ class ReplicaRoleChanged(TraceEvent):
 
 
 class ControlledShutdownStep(TraceEvent):
+    """A step of a controlled shutdown. On the stopping broker: "requested" (an attempt sent; its answer follows as
+    ControlledShutdownAttempt), "succeeded" (no partition left), "failed" (out of attempts: the broker stops anyway,
+    and the partitions it still leads go offline when the controller handles its death); "retrying" only in older
+    traces. On the controller: "handled", with the partitions still led by the broker (``remaining``)."""
+
     event: Literal["controlled_shutdown"] = "controlled_shutdown"
     phase: Literal["requested", "succeeded", "retrying", "failed", "handled"]
     remaining_partitions: int = 0
+    remaining: list[str] = []   # "topic-partition"
+    detail: str = ""
+
+
+class ControlledShutdownAttempt(TraceEvent):
+    """The controller's answer to one ControlledShutdown attempt of this broker (Kafka's
+    KafkaServer.controlledShutdown): ``remaining`` are the partitions it still leads ("topic-partition"), those
+    whose only live ISR member is this broker. With an error or a partition remaining the broker waits
+    ``backoff_ms`` (controlled.shutdown.retry.backoff.ms) and, while attempts are left (``attempt`` of
+    ``max_attempts``, controlled.shutdown.max.retries), asks again; ``controller`` is -1 when none was reachable."""
+
+    event: Literal["controlled_shutdown_attempt"] = "controlled_shutdown_attempt"
+    attempt: int
+    max_attempts: int
+    controller: int
+    error_code: int
+    remaining: list[str]
+    backoff_ms: int = 0
     detail: str = ""
 
 
@@ -442,7 +465,8 @@ AnyTraceEvent = Annotated[
     | BrokerMembershipChanged | BrokerExpired | LeaderElected | TopicCreated | PartitionsAdded | TopicDeleted
     | PartitionReassignmentStep
     | TopicConfigChanged | BrokerConfigChanged
-    | ControlRequestReceived | ControlRequestApplied | ReplicaRoleChanged | ControlledShutdownStep | BrokerStopped
+    | ControlRequestReceived | ControlRequestApplied | ReplicaRoleChanged | ControlledShutdownStep
+    | ControlledShutdownAttempt | BrokerStopped
     | LogDirFailed | LogCleaned | ProduceAcknowledged | IsrChanged | FollowerTruncated | HighWatermarkUpdated
     | FollowerFetchStateUpdated | LogStartOffsetIncremented | FetchServed | DelayedOperationFinished
     | GroupStateChanged | TransactionStateChanged | TxnMarkerWritten | LastStableOffsetChanged | FaultInjected

@@ -75,6 +75,35 @@ def _session(e: te.SessionStateChanged) -> str | None:
     return None
 
 
+def _partitions(names: list[str], limit: int = 5) -> str:
+    more = f" and {len(names) - limit} more" if len(names) > limit else ""
+    return ", ".join(names[:limit]) + more
+
+
+def _controlled_shutdown_step(e: te.ControlledShutdownStep) -> str:
+    if e.phase == "handled":
+        text = f"controller {e.broker_id} handled a controlled shutdown {e.detail}".rstrip()
+        if e.remaining:
+            text += f"; still led by it (no other live ISR member): {_partitions(e.remaining)}"
+        return text
+    if e.phase == "failed":
+        return (f"broker {e.broker_id} controlled shutdown failed{' ' + e.detail if e.detail else ''}: it stops "
+                f"anyway, and what it still leads goes offline")
+    return (f"broker {e.broker_id} controlled shutdown {e.phase}"
+            + (f", {e.remaining_partitions} partitions left" if e.remaining_partitions else ""))
+
+
+def _controlled_shutdown_attempt(e: te.ControlledShutdownAttempt) -> str:
+    who = f"broker {e.broker_id} controlled shutdown attempt {e.attempt}/{e.max_attempts}"
+    if e.error_code == 0 and not e.remaining:
+        return f"{who}: controller {e.controller} moved every leadership"
+    why = (f"it still leads {_partitions(e.remaining)} (no other live ISR member)" if e.remaining
+           else f"no answer ({e.detail})")
+    then = (f"asks again in {_seconds(e.backoff_ms)}" if e.attempt < e.max_attempts
+            else "out of attempts: it stops anyway")
+    return f"{who}: {why}; {then}"
+
+
 SENTENCES: dict[type[te.TraceEvent], Callable] = {
     te.ControllerElected: lambda e: f"broker {e.broker_id} became the controller, controller epoch "
                                     f"{e.controller_epoch}",
@@ -103,9 +132,8 @@ SENTENCES: dict[type[te.TraceEvent], Callable] = {
     te.LogStartOffsetIncremented: lambda e: (f"broker {e.broker_id} moved the start of {e.topic}-{e.partition} "
                                              f"to offset {e.log_start_offset} ({e.role}), "
                                              f"{e.segments_deleted} segment(s) deleted"),
-    te.ControlledShutdownStep: lambda e: (f"broker {e.broker_id} controlled shutdown {e.phase}"
-                                          + (f", {e.remaining_partitions} partitions left"
-                                             if e.remaining_partitions else "")),
+    te.ControlledShutdownStep: _controlled_shutdown_step,
+    te.ControlledShutdownAttempt: _controlled_shutdown_attempt,
     te.BrokerStopped: lambda e: f"broker {e.broker_id} stopped" + ("" if e.clean else " (unclean)"),
     te.LogDirFailed: lambda e: f"broker {e.broker_id}'s log directory failed: {e.error}",
     te.LogCleaned: lambda e: (f"broker {e.broker_id} compacted {e.topic}-{e.partition}: {e.segments_before} segments "

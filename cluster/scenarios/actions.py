@@ -286,16 +286,39 @@ def kill_leader_while_followers_lag(run: ScenarioRun, topic: str, label: str, ac
 
 def controlled_shutdown(run: ScenarioRun, broker: int | None = None, leader_of: str | None = None,
                         controller: bool = False) -> dict[str, Any]:
-    """SIGTERM: the broker asks the controller to move its leaderships away first (ControlledShutdown)."""
+    """SIGTERM: the broker asks the controller to move its leaderships away first (ControlledShutdown), up to
+    controlled.shutdown.max.retries times while some partition has no other live ISR member, then stops anyway.
+    Facts: ``stopped``, ``shutdown_s``, ``shutdown_attempts`` and ``shutdown_remaining`` (the partitions the last
+    attempt was answered with, from the broker's trace), and per topic ``leaders_while_stopping:T``: every leader
+    ZooKeeper named for partition 0 while the broker was still registered (its controlled shutdown under way)."""
     victim = _broker(run, broker, leader_of, controller)
     pid = run.layout.broker_pid(victim).read()
     if pid is None:
         raise ScenarioError(f"broker {victim} is not running")
     record_fault(run.data_dir / TOOLS_TRACE_FILE, "sigterm", f"broker {victim} (pid {pid})", broker_id=victim)
-    started = time.monotonic()
+    started, started_ms = time.monotonic(), time.time() * 1000
     os.kill(pid, signal.SIGTERM)
-    wait_until(lambda: not run.running(victim), 60, f"broker {victim} to finish its controlled shutdown")
-    return {"stopped": victim, "shutdown_s": round(time.monotonic() - started, 2)}
+    seen: dict[str, set[int]] = {topic: set() for topic in run.topics}
+
+    def stopped() -> bool:
+        if not run.running(victim):
+            return True
+        partitions = run.state().partitions
+        # Kept only if the broker was still registered after the read: once its ZooKeeper session closes (its
+        # shutdown goes on flushing logs) the controller handles it as a failed broker and may write leader -1.
+        if victim in {b.broker_id for b in run.state([]).brokers}:
+            for view in partitions:
+                if view.partition == 0 and view.topic in seen:
+                    seen[view.topic].add(view.leader)
+        return False
+
+    wait_until(stopped, 60, f"broker {victim} to finish its controlled shutdown")
+    shutdown_s = round(time.monotonic() - started, 2)
+    # the trace file outlives restarts: this shutdown's attempts are those after the signal
+    attempts = [e for e in run.traces(victim) if isinstance(e, te.ControlledShutdownAttempt) and e.ts_ms >= started_ms]
+    return {"stopped": victim, "shutdown_s": shutdown_s, "shutdown_attempts": len(attempts),
+            "shutdown_remaining": attempts[-1].remaining if attempts else [],
+            **{f"leaders_while_stopping:{topic}": sorted(leaders) for topic, leaders in seen.items()}}
 
 
 def start(run: ScenarioRun, broker: int | list[int]) -> dict[str, Any]:

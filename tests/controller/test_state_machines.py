@@ -180,6 +180,46 @@ def test_controlled_shutdown_moves_leadership_and_stops_the_followers():
     assert rsm.still_led_by(ctx, 1, replicated) == []
 
 
+def test_controlled_shutdown_of_the_last_isr_member_fails_its_election_and_leaves_the_leader_in_place():
+    # Kafka 2.8: Election.leaderForControlledShutdown finds no replica alive, in the ISR and not shutting down, so
+    # doElectLeaderForPartitions counts a failed election and writes nothing; the partition is among the remaining
+    # ones (partitionLeadersOnBroker) the broker is answered with.
+    assignments = {"t": {0: [1, 2, 3], 1: [2, 1, 3]}}
+    states = {("t", 0): (1, [1], 5), ("t", 1): (2, [2, 1, 3], 4)}
+    ctx = context(assignments=assignments, states=states)
+    kill(ctx, 3)
+    ctx.shutting_down.add(1)
+    replicated = psm.partitions_to_move_for_shutdown(ctx, 1)
+    assert replicated == [("t", 0), ("t", 1)]
+
+    led = rsm.still_led_by(ctx, 1, replicated)
+    changes = psm.elect(ctx, led, psm.CONTROLLED_SHUTDOWN)
+    assert changes.writes == [] and changes.leader_and_isr == [] and changes.unchanged == [("t", 0)]
+    followers = rsm.shutdown_followers(ctx, 1, replicated)
+    assert [s.tp for s in followers.stop_replicas] == [("t", 1)]  # the partition it still leads is not stopped
+    assert [w.tp for w in followers.writes] == [("t", 1)]
+    assert ctx.leadership[("t", 0)].state.leader == 1 and ctx.leadership[("t", 0)].state.isr == [1]
+    assert rsm.still_led_by(ctx, 1, replicated) == [("t", 0)]
+
+    # a retry decides the same: still nothing to write, still remaining
+    assert psm.elect(ctx, [("t", 0)], psm.CONTROLLED_SHUTDOWN).writes == []
+
+
+def test_the_last_isr_member_gone_after_a_failed_controlled_shutdown_leaves_its_partition_offline_with_it_in_the_isr():
+    # The broker stopped anyway; its death is handled as a failure (onBrokerFailure): the offline election finds no
+    # live ISR member (unclean election off) and the OfflineReplica transition keeps the last member in the ISR.
+    ctx = context(assignments={"t": {0: [1, 2, 3]}}, states={("t", 0): (1, [1], 5)})
+    ctx.shutting_down.add(1)
+    kill(ctx, 1, 2, 3)
+    ctx.shutting_down.discard(1)
+    elected = psm.elect(ctx, [("t", 0)], psm.OFFLINE, unclean_default=False)
+    states = [w.state for w in elected.writes]
+    for write in elected.writes:
+        ctx.leadership[write.tp] = PartitionLeadership(write.state, 5)
+    states += [w.state for w in rsm.to_offline(ctx, 1, [("t", 0)]).writes]
+    assert states and all(s.leader == NO_LEADER and s.isr == [1] for s in states)
+
+
 # --- replica states ------------------------------------------------------------------------------------
 
 def test_offline_replica_leaves_every_isr_but_the_last_member_stays():

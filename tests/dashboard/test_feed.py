@@ -53,6 +53,23 @@ def test_a_moved_log_start_says_where_and_how_many_segments_went():
     assert sentence(event) == "broker 2 moved the start of orders-0 to offset 120 (follower), 3 segment(s) deleted"
 
 
+def test_a_controlled_shutdown_attempt_names_the_partitions_it_still_leads_and_what_comes_next():
+    retry = te.ControlledShutdownAttempt(broker_id=2, attempt=1, max_attempts=3, controller=1, error_code=0,
+                                         remaining=["orders-0"], backoff_ms=500)
+    assert sentence(retry) == ("broker 2 controlled shutdown attempt 1/3: it still leads orders-0 (no other live ISR "
+                               "member); asks again in 0.5 s")
+    last = retry.model_copy(update={"attempt": 3})
+    assert sentence(last).endswith("out of attempts: it stops anyway")
+    done = te.ControlledShutdownAttempt(broker_id=2, attempt=1, max_attempts=3, controller=1, error_code=0,
+                                        remaining=[])
+    assert sentence(done) == "broker 2 controlled shutdown attempt 1/3: controller 1 moved every leadership"
+    handled = te.ControlledShutdownStep(broker_id=1, phase="handled", remaining_partitions=1, remaining=["orders-0"],
+                                        detail="for broker 2")
+    assert sentence(handled) == ("controller 1 handled a controlled shutdown for broker 2; still led by it (no other "
+                                 "live ISR member): orders-0")
+    assert "stops anyway" in sentence(te.ControlledShutdownStep(broker_id=2, phase="failed", detail="after 3 attempts"))
+
+
 def test_high_rate_events_are_left_out():
     event = te.HighWatermarkUpdated(broker_id=1, topic="t", partition=0, high_watermark=5, log_end_offset=5,
                                     role="leader")
