@@ -18,7 +18,12 @@ from cluster.bench.client_kit import (
 )
 from cluster.bench.report import Phase
 from cluster.bench.transactions import TransactionsBenchSettings, idempotent_phase, transactional_phase
+from cluster.bench.transactions_timeline import committed_cycles, timeline_phase
 from cluster.processes import ClusterLayout, ClusterSpec
+from traces.events import TraceEvent, parse_line
+from traces.writer import rotated_files
+
+TRACE_FLUSH_S = 10.0  # the brokers' trace writers write in batches from a thread: their last events may lag
 
 # THROUGHPUT_PRODUCER's batching; idempotence implies acks=all (librdkafka refuses anything else with it)
 IDEMPOTENT_PRODUCER = {**THROUGHPUT_PRODUCER, "acks": "all", "enable.idempotence": True}
@@ -28,8 +33,11 @@ IDEMPOTENT_TOPIC, TRANSACTIONAL_TOPIC = "bench-idempotent", "bench-transactional
 
 
 class TransactionsRun:
-    def __init__(self, bench: ClientBench) -> None:
+    def __init__(self, bench: ClientBench, layout: ClusterLayout, spec: ClusterSpec) -> None:
         self.bench = bench
+        self.layout = layout
+        self.spec = spec
+        self.committed = 0
         self.settings: TransactionsBenchSettings = bench.settings  # type: ignore[assignment]
         self.idempotent_mib_s: float | None = None
 
@@ -88,12 +96,36 @@ class TransactionsRun:
         except KafkaException as exc:
             raise PhaseError(f"transaction {len(commits) + 1} failed: {exc.args[0]} ({progress()})") from None
         watch.stop()
+        self.committed = len(commits)
         deliveries.raise_if_failed("transactional")
         return transactional_phase(settings, watch.elapsed_s, commits, self.idempotent_mib_s,
                                    {"producer": TRANSACTIONAL_PRODUCER, "delivered": deliveries.delivered},
                                    watch.cpu_s)
 
 
+    def timeline(self) -> Phase:
+        """Where (b)'s time went, step by step, from the coordinator's and the leaders' trace events."""
+        deadline = time.monotonic() + TRACE_FLUSH_S
+        while True:
+            cycles = committed_cycles(self._trace_events(), TRANSACTIONAL_PRODUCER["transactional.id"])
+            if len(cycles) >= self.committed - 1 or time.monotonic() >= deadline:
+                break
+            time.sleep(0.2)
+        if not cycles:
+            raise PhaseError("the brokers' traces hold no committed transaction of the transactional phase")
+        return timeline_phase(cycles)
+
+    def _trace_events(self) -> list[TraceEvent]:
+        events = []
+        for broker in self.spec.brokers:
+            for path in rotated_files(self.layout.trace_file(broker.broker_id)):
+                with path.open("rb") as lines:
+                    events += [parse_line(line) for line in lines if b"transaction_state_changed" in line
+                               or b"txn_marker_written" in line]
+        return events
+
+
 def run_both(bench: ClientBench, layout: ClusterLayout, spec: ClusterSpec) -> tuple[list[Phase], str | None]:
-    phases = [("idempotent", TransactionsRun.idempotent), ("transactional", TransactionsRun.transactional)]
-    return run_phases(phases, TransactionsRun(bench), layout, spec, bench.say)
+    phases = [("idempotent", TransactionsRun.idempotent), ("transactional", TransactionsRun.transactional),
+              ("timeline", TransactionsRun.timeline)]
+    return run_phases(phases, TransactionsRun(bench, layout, spec), layout, spec, bench.say)
