@@ -13,6 +13,7 @@ from typing import NamedTuple
 
 import crc32c
 
+from broker.log.cleaner import codecs
 from broker.log.record_batch import (
     ATTRIBUTES_OFFSET,
     CONTROL_FLAG,
@@ -41,7 +42,8 @@ class Record(NamedTuple):
 
 
 class CompressionUnavailable(Exception):
-    """The batch uses a codec this process cannot decompress (only gzip is in the standard library)."""
+    """The batch's records cannot be read here: its codec's library is missing, or they expand past
+    codecs.MAX_DECOMPRESSED_BATCH_BYTES (a decompression bomb)."""
 
 
 def build_batch(
@@ -124,10 +126,13 @@ def record_offsets_and_timestamps(batch: bytes | bytearray | memoryview) -> Iter
             yield header.base_offset + delta, header.max_timestamp
         return
     body = bytes(memoryview(batch)[HEADER_SIZE : header.size])
-    if header.compression == GZIP:
-        body = gzip.decompress(body)
-    elif header.compression != NONE:
-        raise CompressionUnavailable(f"codec {header.compression} is not available to decompress")
+    if header.compression != NONE:
+        if not codecs.available(header.compression):
+            raise CompressionUnavailable(f"codec {header.compression} is not available to decompress")
+        try:
+            body = codecs.decompress(header.compression, body, codecs.MAX_DECOMPRESSED_BATCH_BYTES)
+        except codecs.DecompressedTooLarge as exc:
+            raise CompressionUnavailable(str(exc)) from None
     position = 0
     for _ in range(header.records_count):
         length, position = read_varint(body, position)

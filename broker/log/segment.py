@@ -297,8 +297,9 @@ class LogSegment:
         """(timestamp, offset, leader epoch) of the first record at or after ``starting_offset`` whose
         timestamp is >= ``timestamp``; the time index narrows the scan (Kafka's ListOffsets rule).
 
-        Records of snappy/lz4/zstd batches cannot be decompressed here; for those the answer is the
-        batch's first offset (never later than Kafka's answer) with the batch's maxTimestamp.
+        Records of a batch that cannot be read here (its codec's library missing, or records expanding past
+        codecs.MAX_DECOMPRESSED_BATCH_BYTES) give the batch's first offset (never later than Kafka's answer) with
+        the batch's maxTimestamp.
         """
         _, indexed_offset = self.time_index.lookup(timestamp)
         _, start = self.offset_index.lookup(max(indexed_offset, starting_offset))

@@ -10,7 +10,15 @@ from kafka.errors import PolicyViolationError
 from kafka.protocol.admin import DeleteTopicsRequest
 
 from broker.clientplane.protocol.versions import ApiKey
-from tests.client.support import RawConnection, create_topic
+from broker.log.cleaner import codecs
+from broker.log.records import Record, build_batch
+from tests.client.support import (
+    RawConnection,
+    create_topic,
+    leader_of,
+    list_offsets_request,
+    produce_request,
+)
 
 pytestmark = [pytest.mark.processes]
 
@@ -74,3 +82,28 @@ def test_a_create_topics_with_null_assignments_closes_only_its_own_connection(sh
     with broker_log.open("rb") as log:
         log.seek(logged_before)
         assert b"Traceback" not in log.read()
+
+
+def test_a_gzip_bomb_produced_to_a_compacted_topic_leaves_the_leader_small_and_answering(shared_cluster):
+    # one record whose value is 256 MiB of zeros: about 250 KiB once compressed
+    create_topic(shared_cluster, "bombed", 1, 1, {"cleanup.policy": "compact"})
+    leader = leader_of(shared_cluster, "bombed")
+    pid = shared_cluster.pid(leader)
+    before = peak_rss(pid)
+    timestamp = 1_700_000_000_000
+    bomb = build_batch([Record(b"key", bytes(256 * 2**20), timestamp)], compression=codecs.GZIP)
+    with RawConnection(shared_cluster.spec.broker(leader).client_port) as connection:
+        produced = connection.request(produce_request("bombed", 0, bomb, acks=1), 7)
+        assert produced.responses[0].partition_responses[0].error_code == 0
+        listed = connection.request(list_offsets_request("bombed", 0, timestamp), 5)
+        assert listed.topics[0].partitions[0].offset == 0
+    grown = peak_rss(pid) - before
+    assert grown < 100 * 2**20, f"the leader's peak RSS grew by {grown / 2**20:.0f} MiB"
+
+
+def peak_rss(pid: int) -> int:
+    """The process's peak resident set so far (VmHWM): a large allocation freed again still shows here."""
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError(f"no VmHWM for pid {pid}")

@@ -179,9 +179,7 @@ def test_confluent_kafka_batches_are_stored_and_read_back_byte_identical(tmp_pat
     assert leader.log_end_offset == 300
     assert leader.active_segment.log_path.read_bytes() == follower.active_segment.log_path.read_bytes()
     found = leader.fetch_offset_by_timestamp(1_700_000_000_150)
-    assert found is not None and found.offset <= 150  # record-exact for gzip, batch start otherwise
-    if codec == "gzip":
-        assert found == (1_700_000_000_150, 150, 3)
+    assert found == (1_700_000_000_150, 150, 3)  # record-exact for every codec
 
 
 def captured_produce_frames() -> list[Path]:

@@ -67,14 +67,24 @@ class Record:
 
 
 class CodecUnavailable(Exception):
-    """The batch's codec cannot be decompressed here; the caller keeps the batch as it is."""
+    """The batch's records cannot be read here (its codec is not available, or they expand past
+    codecs.MAX_DECOMPRESSED_BATCH_BYTES); the caller keeps the batch as it is."""
+
+
+def _body(batch: bytes | memoryview, header: BatchHeader) -> bytes:
+    """The batch's records, decompressed, bounded. Raises CodecUnavailable."""
+    if not codecs.available(header.compression):
+        raise CodecUnavailable(f"codec {header.compression} is not available")
+    try:
+        return codecs.decompress(header.compression, bytes(memoryview(batch)[HEADER_SIZE:header.size]),
+                                 codecs.MAX_DECOMPRESSED_BATCH_BYTES)
+    except codecs.DecompressedTooLarge as exc:
+        raise CodecUnavailable(str(exc)) from None
 
 
 def records_of(batch: bytes | memoryview, header: BatchHeader) -> list[Record]:
     """Every record of one complete batch (decompressed). Raises CodecUnavailable."""
-    if not codecs.available(header.compression):
-        raise CodecUnavailable(f"codec {header.compression} is not available")
-    body = codecs.decompress(header.compression, bytes(memoryview(batch)[HEADER_SIZE:header.size]))
+    body = _body(batch, header)
     records, position = [], 0
     for _ in range(header.records_count):
         length, position = read_varint(body, position)
@@ -92,9 +102,7 @@ def records_of(batch: bytes | memoryview, header: BatchHeader) -> list[Record]:
 def keys_of(batch: bytes | memoryview, header: BatchHeader) -> Iterator[tuple[int, bytes | None]]:
     """(offset delta, key) of every record, for the offset map: values and headers are skipped, not parsed.
     Raises CodecUnavailable."""
-    if not codecs.available(header.compression):
-        raise CodecUnavailable(f"codec {header.compression} is not available")
-    body = codecs.decompress(header.compression, bytes(memoryview(batch)[HEADER_SIZE:header.size]))
+    body = _body(batch, header)
     position = 0
     for _ in range(header.records_count):
         length, position = read_varint(body, position)
