@@ -25,7 +25,7 @@ from controller import reassignment as ra
 from controller import replica_state_machine as rsm
 from controller.state_change import ControllerMovedError, PartitionStateWrite, StateChanges
 from controller.topic_deletion import decide_topic_deletion
-from controller.zk_writes import MAX_READS_IN_FLIGHT, FencedZkWriter
+from controller.zk_writes import MAX_READS_IN_FLIGHT, ControllerEpochFencedError, FencedZkWriter
 from traces import events as te
 from traces.writer import TraceWriter
 from zk.client import CreateOp, MultiOpError, SetDataOp, ZkClient, ZkUnavailableError
@@ -161,8 +161,12 @@ class KafkaController:
     async def _recover(self, event: ev.ControllerEvent, exc: Exception) -> None:
         name = type(event).__name__
         if isinstance(exc, ControllerMovedError):
-            if self._writer is not None:
-                self.trace.emit(te.ControllerWriteFenced, operation=name)
+            if isinstance(exc, ControllerEpochFencedError):
+                # Kafka's process() catches ControllerMovedException and calls maybeResign: the write was refused
+                # whole by ZooKeeper, so nothing of this event's decision reached the cluster
+                self.trace.emit(te.ControllerWriteFenced, operation=name, write=exc.write,
+                                expected_epoch_zk_version=exc.expected_epoch_zk_version,
+                                controller_epoch=exc.controller_epoch)
             log.warning("controller %d was deposed while handling %s: %s", self.broker_id, name, exc)
             await self._maybe_resign()
             return
@@ -309,7 +313,7 @@ class KafkaController:
             new_epoch_version = adopted
         self.active_controller_id = self.broker_id
         self.ctx = ControllerContext(epoch=epoch + 1, epoch_zk_version=new_epoch_version)
-        self._writer = FencedZkWriter(self.zk, new_epoch_version)
+        self._writer = FencedZkWriter(self.zk, new_epoch_version, epoch + 1)
         self.trace.controller_epoch = epoch + 1
         self.trace.emit(te.ControllerElected, epoch_zk_version=new_epoch_version)
         log.info("broker %d is the controller, epoch %d", self.broker_id, epoch + 1)
@@ -421,12 +425,12 @@ class KafkaController:
             log.error("skipping broker %d: %s", broker_id, exc)
             return None
 
-    async def _load_topics(self, ctx: ControllerContext, topics: list[str]) -> list[str]:
+    async def _load_topics(self, ctx: ControllerContext, topics: list[str], *, read_states: bool = True) -> list[str]:
         """Reads the assignment and config of ``topics`` and their partitions' states, all pipelined (a round trip
         per topic, one after the other, is what made a failover at many topics slow; Kafka's controller reads them
         with getFullReplicaAssignmentForTopics and getTopicPartitionStates, pipelined too). The read of each
         assignment arms its data watch (Kafka's PartitionModificationsHandler): no extra round trip. Returns the
-        topics loaded."""
+        topics loaded. ``read_states=False``: their partition states are not read (new topics have none yet)."""
         limit = asyncio.Semaphore(MAX_READS_IN_FLIGHT)
 
         async def one(topic: str) -> tuple[str, TopicAssignment | None, dict[str, str]]:
@@ -457,7 +461,8 @@ class KafkaController:
                 for p, replicas in assignment.removing_replicas.items():
                     ctx.removing_replicas[(topic, p)] = list(replicas)
                 loaded.append(topic)
-        await self._refresh_partitions([(topic, p) for topic in loaded for p in ctx.assignments[topic]])
+        if read_states:
+            await self._refresh_partitions([(topic, p) for topic in loaded for p in ctx.assignments[topic]])
         return loaded
 
     async def _refresh_leadership(self, ctx: ControllerContext, tp: TopicPartition) -> PartitionLeadership | None:
@@ -691,16 +696,20 @@ class KafkaController:
     # --- topics -----------------------------------------------------------------------------------------
 
     async def _on_topic_change(self) -> None:
+        """Kafka's processTopicChange: the new topics' assignments are read, not their partition states, and their
+        partitions go NewPartition -> OnlinePartition (onNewPartitionCreation), creating each state znode. A state
+        znode that exists already (a newer controller initialized it) makes the create fail; a deposed controller's
+        create fails first on its /controller_epoch check."""
         ctx = self._ctx()
         topics = set(await self.zk.get_children(BrokerTopicsZNode.path, watch=self._topics_watch))
         for gone in set(ctx.assignments) - topics:
             ctx.remove_topic(gone)
         created: list[TopicPartition] = []
-        for topic in await self._load_topics(ctx, sorted(topics - set(ctx.assignments))):
+        for topic in await self._load_topics(ctx, sorted(topics - set(ctx.assignments)), read_states=False):
             self.trace.emit(te.TopicCreated, topic=topic, assignment=ctx.assignments[topic])
             created += [(topic, p) for p in sorted(ctx.assignments[topic])]
         batch = self._batch()
-        await self._perform(batch, lambda tps: psm.to_online(ctx, tps, self.unclean_default), created)
+        await self._perform(batch, lambda tps: psm.to_online(ctx, tps, self.unclean_default), created, refresh=False)
         batch.send()
 
     async def _on_partition_modifications(self, topic: str) -> None:

@@ -38,18 +38,42 @@ class WriteResults:
     retry: list[TopicPartition] = field(default_factory=list)         # someone wrote first: re-read, decide again
 
 
+class ControllerEpochFencedError(ControllerMovedError):
+    """ZooKeeper refused a write because /controller_epoch is no longer at the zkVersion this controller was elected
+    at (BADVERSION on the multi-op's check): another controller was elected since. Kafka raises
+    ControllerMovedException("Controller epoch zkVersion check fails. Expected zkVersion = ...") here
+    (KafkaZkClient.unwrapResponseWithControllerEpochCheck)."""
+
+    def __init__(self, write: str, controller_epoch: int, expected_epoch_zk_version: int) -> None:
+        super().__init__(f"controller epoch zkVersion check failed for {write}: expected zkVersion "
+                         f"{expected_epoch_zk_version} (controller epoch {controller_epoch})")
+        self.write = write
+        self.controller_epoch = controller_epoch
+        self.expected_epoch_zk_version = expected_epoch_zk_version
+
+
+def describe_write(ops: list[Op]) -> str:
+    """``create /brokers/topics/u/partitions/0 (+1 more)``: what a refused multi-op would have done."""
+    verbs = {CreateOp: "create", SetDataOp: "set", DeleteOp: "delete", CheckOp: "check"}
+    if not ops:
+        return "nothing"
+    first = f"{verbs[type(ops[0])]} {ops[0].path}"
+    return first if len(ops) == 1 else f"{first} (+{len(ops) - 1} more)"
+
+
 class FencedZkWriter:
-    def __init__(self, zk: ZkClient, epoch_zk_version: int) -> None:
+    def __init__(self, zk: ZkClient, epoch_zk_version: int, controller_epoch: int = -1) -> None:
         self.zk = zk
         self.epoch_zk_version = epoch_zk_version
+        self.controller_epoch = controller_epoch
 
     async def multi(self, ops: list[Op]) -> list[object]:
         try:
             results = await self.zk.multi([CheckOp(ControllerEpochZNode.path, self.epoch_zk_version), *ops])
         except MultiOpError as exc:
             if exc.failed_index == 0:
-                raise ControllerMovedError(f"/controller_epoch is no longer at zkVersion {self.epoch_zk_version}"
-                                           ) from None
+                raise ControllerEpochFencedError(describe_write(ops), self.controller_epoch,
+                                                 self.epoch_zk_version) from None
             raise exc.cause from None
         return results[1:]
 
@@ -176,4 +200,5 @@ class FencedZkWriter:
         return ops
 
 
-__all__ = ["BadVersionError", "ControllerMovedError", "FencedZkWriter", "NodeExistsError"]
+__all__ = ["BadVersionError", "ControllerEpochFencedError", "ControllerMovedError", "FencedZkWriter",
+           "NodeExistsError"]

@@ -46,10 +46,16 @@ class ControllerLoaded(TraceEvent):
 
 
 class ControllerWriteFenced(TraceEvent):
-    """A write guarded by the /controller_epoch version was refused: this controller was deposed."""
+    """ZooKeeper refused a write of this controller: the multi-op's first op, a check of /controller_epoch's
+    zkVersion, failed with BADVERSION, because another controller was elected since and bumped it (Kafka's
+    ControllerMovedException, "Controller epoch zkVersion check fails"). Nothing of the write was applied.
+    ``controller_epoch`` is the deposed controller's epoch, ``operation`` the event it was handling, ``write`` what it
+    tried to write and ``expected_epoch_zk_version`` the zkVersion of /controller_epoch it was elected at."""
 
     event: Literal["controller_write_fenced"] = "controller_write_fenced"
     operation: str
+    write: str = ""
+    expected_epoch_zk_version: int = -1
 
 
 class BrokerRegistered(TraceEvent):
@@ -175,6 +181,20 @@ class ControlRequestApplied(TraceEvent):
     request_controller_epoch: int
     partitions: int
     error_code: int
+
+
+class ControlRequestFenced(TraceEvent):
+    """A broker refused a control request with STALE_CONTROLLER_EPOCH: it came from a controller older than the newest
+    this broker has heard from (``request_controller_epoch`` < ``highest_controller_epoch_seen``), a deposed one still
+    acting. Nothing of it was applied (Kafka's ReplicaManager.becomeLeaderOrFollower, stopReplicas and
+    maybeUpdateMetadataCache)."""
+
+    event: Literal["control_request_fenced"] = "control_request_fenced"
+    request: Literal["LeaderAndIsr", "UpdateMetadata", "StopReplica"]
+    from_controller: int
+    request_controller_epoch: int
+    highest_controller_epoch_seen: int
+    partitions: int
 
 
 class ReplicaRoleChanged(TraceEvent):
@@ -465,7 +485,8 @@ AnyTraceEvent = Annotated[
     | BrokerMembershipChanged | BrokerExpired | LeaderElected | TopicCreated | PartitionsAdded | TopicDeleted
     | PartitionReassignmentStep
     | TopicConfigChanged | BrokerConfigChanged
-    | ControlRequestReceived | ControlRequestApplied | ReplicaRoleChanged | ControlledShutdownStep
+    | ControlRequestReceived | ControlRequestApplied | ControlRequestFenced | ReplicaRoleChanged
+    | ControlledShutdownStep
     | ControlledShutdownAttempt | BrokerStopped
     | LogDirFailed | LogCleaned | ProduceAcknowledged | IsrChanged | FollowerTruncated | HighWatermarkUpdated
     | FollowerFetchStateUpdated | LogStartOffsetIncremented | FetchServed | DelayedOperationFinished

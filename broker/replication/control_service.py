@@ -34,7 +34,14 @@ class ControlPlaneService(ControlPlaneServicer):
         self.controller = controller
         self.trace = trace
 
-    def _trace(self, request_name: str, request, partitions: int, error_code: int) -> None:
+    def _trace(self, request_name: str, request, partitions: int, error_code: int, epoch_seen: int) -> None:
+        """``epoch_seen``: the highest controller epoch this broker had heard from before the request."""
+        if error_code == ErrorCode.stale_controller_epoch.value:
+            # Kafka's becomeLeaderOrFollower / stopReplicas / maybeUpdateMetadataCache log the refusal of an old
+            # controller ("Latest known controller epoch is ..."): traced, so a deposed controller's request is seen
+            self.trace.emit(te.ControlRequestFenced, request=request_name, from_controller=request.controller_id,
+                            request_controller_epoch=request.controller_epoch, highest_controller_epoch_seen=epoch_seen,
+                            partitions=partitions)
         self.trace.emit(te.ControlRequestApplied, request=request_name, from_controller=request.controller_id,
                                request_controller_epoch=request.controller_epoch, partitions=partitions,
                                error_code=error_code)
@@ -55,22 +62,25 @@ class ControlPlaneService(ControlPlaneServicer):
     async def LeaderAndIsr(self, request: pb.LeaderAndIsrRequest, context) -> pb.LeaderAndIsrResponse:
         await self._refuse_until_registered(context)
         self._received("LeaderAndIsr", request, len(request.partition_states))
+        seen = self.replica_manager.highest_controller_epoch
         response = await self.role_changes.become_leader_or_follower(request)
-        self._trace("LeaderAndIsr", request, len(request.partition_states), response.error_code)
+        self._trace("LeaderAndIsr", request, len(request.partition_states), response.error_code, seen)
         return response
 
     async def UpdateMetadata(self, request: pb.UpdateMetadataRequest, context) -> pb.UpdateMetadataResponse:
         await self._refuse_until_registered(context)
         self._received("UpdateMetadata", request, len(request.partition_states))
+        seen = self.metadata_cache.highest_controller_epoch
         error = self.metadata_cache.update(request, self.replica_manager.broker_epoch)
-        self._trace("UpdateMetadata", request, len(request.partition_states), error.value)
+        self._trace("UpdateMetadata", request, len(request.partition_states), error.value, seen)
         return pb.UpdateMetadataResponse(error_code=error.value)
 
     async def StopReplica(self, request: pb.StopReplicaRequest, context) -> pb.StopReplicaResponse:
         await self._refuse_until_registered(context)
         self._received("StopReplica", request, len(request.partitions))
+        seen = self.replica_manager.highest_controller_epoch
         response = self.role_changes.stop_replicas(request)
-        self._trace("StopReplica", request, len(request.partitions), response.error_code)
+        self._trace("StopReplica", request, len(request.partitions), response.error_code, seen)
         return response
 
     async def ControlledShutdown(self, request: pb.ControlledShutdownRequest, context

@@ -110,8 +110,14 @@ SENTENCES: dict[type[te.TraceEvent], Callable] = {
     te.ControllerResigned: lambda e: f"broker {e.broker_id} stopped being the controller ({e.reason})",
     te.ControllerLoaded: lambda e: f"controller {e.broker_id} loaded {e.partitions} partitions in "
                                    f"{e.duration_ms:.0f} ms",
-    te.ControllerWriteFenced: lambda e: f"controller {e.broker_id} was fenced: a newer controller exists "
-                                        f"({e.operation})",
+    te.ControllerWriteFenced: lambda e: (f"ZooKeeper refused {e.write or 'a write'} of deposed controller "
+                                         f"{e.broker_id} (controller epoch {e.controller_epoch}, handling "
+                                         f"{e.operation}): /controller_epoch is no longer at zkVersion "
+                                         f"{e.expected_epoch_zk_version} (BADVERSION), a newer controller exists"),
+    te.ControlRequestFenced: lambda e: (f"broker {e.broker_id} ignored {e.request} from controller "
+                                        f"{e.from_controller}: its controller epoch {e.request_controller_epoch} is "
+                                        f"older than {e.highest_controller_epoch_seen}, the newest it has seen "
+                                        f"(STALE_CONTROLLER_EPOCH)"),
     te.BrokerRegistered: lambda e: f"broker {e.broker_id} registered, broker epoch {e.broker_epoch}",
     te.SessionStateChanged: _session,
     te.BrokerExpired: lambda e: f"broker {e.expired_broker}'s session expired (seen by controller {e.broker_id})",

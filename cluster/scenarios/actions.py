@@ -23,6 +23,8 @@ from cluster.scenarios.raw_client import produce as raw_produce
 from traces import events as te
 from traces.faults import TOOLS_TRACE_FILE, record_fault
 from traces.history import AcknowledgedWrite
+from zk.admin import create_topic
+from zk.znodes import ControllerEpochZNode, ControllerZNode
 
 
 Action = Callable[..., dict[str, Any]]
@@ -139,10 +141,10 @@ def kill9(run: ScenarioRun, broker: int | list[int] | None = None, leader_of: st
 
 
 def freeze(run: ScenarioRun, broker: int | list[int] | None = None, leader_of: str | None = None,
-           followers_of: str | None = None) -> dict[str, Any]:
+           followers_of: str | None = None, controller: bool = False) -> dict[str, Any]:
     """SIGSTOP: the broker is alive but silent (a long GC pause, a frozen VM); past its session timeout ZooKeeper
     expires its session. Fact ``frozen`` (the broker). ``thaw`` resumes it; the runner does if a step fails."""
-    victims = _targets(run, broker, leader_of, False, followers_of)
+    victims = _targets(run, broker, leader_of, controller, followers_of)
     run.frozen.update(_signal(run, victims, "sigstop", signal.SIGSTOP))
     return {"frozen": victims[0] if len(victims) == 1 else victims}
 
@@ -472,6 +474,108 @@ def wait_for_controller_change(run: ScenarioRun, old: int, timeout_s: float = 30
     return {"controller_failover_s": round(time.monotonic() - started, 2)}
 
 
+def _traced(run: ScenarioRun, broker_id: int, event_type: type[te.TraceEvent]) -> list:
+    """The broker's events of one type, parsing only their lines (a waiting loop reads the files often)."""
+    path = run.layout.trace_file(broker_id)
+    if not path.exists():
+        return []
+    name = f'"event":"{event_type.model_fields["event"].default}"'
+    found = []
+    for line in path.read_text(errors="replace").splitlines():
+        if name in line.replace(" ", ""):
+            try:
+                found.append(te.parse_line(line))
+            except ValueError:
+                continue  # a line being written right now
+    return found
+
+
+def _registered(run: ScenarioRun) -> set[int]:
+    return {b.broker_id for b in run.state([]).brokers}
+
+
+def move_controller_while_paused(run: ScenarioRun, topic: str, like: str, thaw_broker: int,
+                                 timeout_s: float = 4.0) -> dict[str, Any]:
+    """Kafka's own test of the controller fence (ControllerIntegrationTest.testControllerMove: the event thread held,
+    /controller deleted and a new controller registered, the thread released) on real processes, as one action: it
+    must fit in the paused controller's session timeout, or its session would expire and the story would be another.
+
+    The controller P is paused (SIGSTOP) while things happen that it must act on, each a ZooKeeper watch it holds
+    unread: ``thaw_broker`` (frozen past its session earlier) resumes and registers again (P owes the brokers an
+    UpdateMetadata), and topic ``topic`` is created on the replicas of ``like`` (P owes it a partition state znode).
+    Then /controller is deleted, as an operator forces a controller move; another broker wins it and bumps
+    /controller_epoch, initializes ``topic`` and tells every broker but P in the new epoch. P stays paused and
+    registered; then it is resumed (SIGCONT), believing what it believed. Facts: ``paused``, ``paused_epoch``,
+    ``paused_epoch_zk_version``, ``new_controller``, ``paused_for_s``."""
+    state = run.state([])
+    paused, paused_epoch = state.controller_id, state.controller_epoch
+    epoch_zk_version = run.zk(lambda zk: zk.get(ControllerEpochZNode.path))[1].version
+    started = time.monotonic()
+    freeze(run, paused)
+    thaw(run, thaw_broker)
+    wait_until(lambda: thaw_broker in _registered(run), timeout_s, f"broker {thaw_broker} to register again")
+    replicas = run.state([like]).partition(like, 0).replicas
+    replicas = [b for b in replicas if b != paused] + [b for b in replicas if b == paused]
+    run.zk(lambda zk: create_topic(zk, topic, 1, len(replicas), assignment={0: replicas}))
+    run.topics.append(topic)
+    record_fault(run.data_dir / TOOLS_TRACE_FILE, "delete /controller", f"broker {paused}'s /controller znode",
+                 broker_id=paused, detail="forcing a controller move while the controller is paused")
+    run.zk(lambda zk: zk.delete(ControllerZNode.path))
+    new_epoch = paused_epoch + 1
+    moved = wait_until(lambda: (s := run.state([])).controller_id not in (paused, -1)
+                       and s.controller_epoch == new_epoch and s, timeout_s, "another controller, epoch + 1")
+    others = [b for b in run.broker_ids() if b != paused and run.running(b)]
+
+    def told(broker: int) -> bool:
+        applied = {e.request for e in _traced(run, broker, te.ControlRequestApplied)
+                   if e.request_controller_epoch == new_epoch and e.error_code == 0}
+        return {"UpdateMetadata", "LeaderAndIsr"} <= applied
+
+    for broker in others:
+        wait_until(lambda b=broker: told(b), timeout_s, f"broker {broker} to apply requests of controller epoch "
+                                                        f"{new_epoch}")
+    wait_until(lambda: (v := run.state([topic]).partition(topic, 0)) is not None and v.leader >= 0, timeout_s,
+               f"the new controller to initialize {topic}-0")
+    if paused not in _registered(run):
+        raise ScenarioError(f"broker {paused}'s session expired while it was paused: this story needs "
+                            f"zookeeper.session.timeout.ms above {time.monotonic() - started:.1f} s")
+    paused_for_s = round(time.monotonic() - started, 2)
+    thaw(run, paused)
+    return {"paused": paused, "paused_epoch": paused_epoch, "paused_epoch_zk_version": epoch_zk_version,
+            "new_controller": moved.controller_id, "paused_for_s": paused_for_s}
+
+
+def wait_for_controller_fenced(run: ScenarioRun, broker: int, epoch: int, timeout_s: float = 20) -> dict[str, Any]:
+    """Until the deposed controller ``broker`` (of controller epoch ``epoch``) traced a write ZooKeeper refused on its
+    /controller_epoch check, a broker traced a request of it refused as STALE_CONTROLLER_EPOCH, and it resigned.
+    Facts: ``fenced.operation`` (the event it was handling), ``fenced.write``, ``fenced.controller_epoch``,
+    ``fenced.expected_zk_version`` (the zkVersion of /controller_epoch it expected), ``epoch_zk_version`` (the one
+    ZooKeeper holds), ``ignored_by`` (the brokers that refused its requests), ``ignored_requests`` (their kinds),
+    ``ignored.epoch_seen`` (the newest controller epoch those brokers had seen), ``resigned``, and per topic
+    ``state_controller_epoch:T``: the controller epoch in the state znode of ``T``-0 (who wrote it)."""
+    broker = int(broker)
+    fenced = wait_until(lambda: next((e for e in _traced(run, broker, te.ControllerWriteFenced)
+                                      if e.controller_epoch == int(epoch)), None), timeout_s,
+                        f"controller {broker}'s write to be refused by the /controller_epoch check")
+
+    def ignored() -> list:
+        return [e for b in run.broker_ids() if b != broker for e in _traced(run, b, te.ControlRequestFenced)
+                if e.from_controller == broker and e.request_controller_epoch == int(epoch)]
+
+    refusals = wait_until(ignored, timeout_s, f"a broker to refuse a request of controller {broker} as stale")
+    wait_until(lambda: any(e.controller_epoch == int(epoch) for e in _traced(run, broker, te.ControllerResigned)),
+               timeout_s, f"broker {broker} to resign as controller")
+    state = run.state()
+    return {"fenced.operation": fenced.operation, "fenced.write": fenced.write,
+            "fenced.controller_epoch": fenced.controller_epoch,
+            "fenced.expected_zk_version": fenced.expected_epoch_zk_version,
+            "epoch_zk_version": run.zk(lambda zk: zk.get(ControllerEpochZNode.path))[1].version,
+            "ignored_by": sorted({e.broker_id for e in refusals}),
+            "ignored_requests": sorted({e.request for e in refusals}),
+            "ignored.epoch_seen": max(e.highest_controller_epoch_seen for e in refusals), "resigned": True,
+            **{f"state_controller_epoch:{v.topic}": v.controller_epoch for v in state.partitions if v.partition == 0}}
+
+
 def replica_values(run: ScenarioRun, broker_id: int, topic: str) -> list[str | None]:
     directory = run.layout.broker_dir(broker_id) / "logs" / f"{topic}-0"
     if not directory.is_dir():
@@ -542,6 +646,8 @@ ACTIONS: dict[str, Action] = {
     "wait_for_leader": wait_for_leader,
     "wait_for_isr": wait_for_isr,
     "wait_for_controller_change": wait_for_controller_change,
+    "move_controller_while_paused": move_controller_while_paused,
+    "wait_for_controller_fenced": wait_for_controller_fenced,
     "read_all": read_all,
     "pause": pause,
     "produce_partitions": group_actions.produce_partitions,

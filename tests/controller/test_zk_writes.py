@@ -13,7 +13,7 @@ from controller.channel import ControlRequestBatch
 from controller.context import ControllerContext, PartitionLeadership, TopicPartition
 from controller.controller import KafkaController
 from controller.state_change import ControllerMovedError, PartitionStateWrite
-from controller.zk_writes import CREATE_CHUNK, FencedZkWriter, WriteResults
+from controller.zk_writes import CREATE_CHUNK, ControllerEpochFencedError, FencedZkWriter, WriteResults
 from tests.harness import zk_call
 from traces import events as te
 from zk.client import CreateOp, ZkClient
@@ -95,6 +95,20 @@ def test_a_deposed_controllers_batch_fails_fenced_and_changes_no_state_znode(zk_
     before, after, fresh = zk_call(zk_connect, body)
     assert after == before and all(v is not None and v[1] == 0 for v in after.values())
     assert fresh is None
+
+
+def test_a_deposed_controllers_refused_write_names_the_write_its_epoch_and_the_zk_version_it_expected(zk_connect):
+    async def body(zk: ZkClient):
+        await make_partitions(zk)
+        deposed = FencedZkWriter(zk, epoch_zk_version=0, controller_epoch=OLD_EPOCH)
+        await elect_new_controller(zk)
+        with pytest.raises(ControllerEpochFencedError) as refused:
+            await deposed.write_partition_states(new_partitions("fresh", 1))
+        return refused.value
+
+    refused = zk_call(zk_connect, body)
+    assert refused.write == f"create {TopicPartitionsZNode.path('fresh')}"
+    assert (refused.controller_epoch, refused.expected_epoch_zk_version) == (OLD_EPOCH, 0)
 
 
 def test_fencing_wins_over_the_per_partition_fallback(zk_connect):

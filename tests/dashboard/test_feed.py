@@ -41,6 +41,22 @@ def test_an_isr_shrink_says_who_lagged_and_how_long():
     assert sentence(event) == "ISR of orders-0 shrank to [2,1]: broker 3 lagged 3.0 s"
 
 
+def test_a_fenced_controller_write_names_the_write_its_epoch_and_the_zk_version_it_expected():
+    event = te.ControllerWriteFenced(broker_id=2, controller_epoch=3, operation="TopicChange",
+                                     write="create /brokers/topics/u/partitions/0 (+1 more)",
+                                     expected_epoch_zk_version=2)
+    assert sentence(event) == ("ZooKeeper refused create /brokers/topics/u/partitions/0 (+1 more) of deposed "
+                               "controller 2 (controller epoch 3, handling TopicChange): /controller_epoch is no "
+                               "longer at zkVersion 2 (BADVERSION), a newer controller exists")
+
+
+def test_a_request_from_a_deposed_controller_is_told_as_ignored_with_both_epochs():
+    event = te.ControlRequestFenced(broker_id=3, request="UpdateMetadata", from_controller=2,
+                                    request_controller_epoch=3, highest_controller_epoch_seen=4, partitions=0)
+    assert sentence(event) == ("broker 3 ignored UpdateMetadata from controller 2: its controller epoch 3 is older "
+                               "than 4, the newest it has seen (STALE_CONTROLLER_EPOCH)")
+
+
 def test_a_fault_from_the_tools_is_in_the_feed():
     event = te.FaultInjected(broker_id=2, action="sigkill", target="broker 2 (pid 99)")
     assert sentence(event) == "fault: sigkill broker 2 (pid 99)"
