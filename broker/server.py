@@ -420,7 +420,7 @@ class KafkaServer:
         if event is SessionEvent.EXPIRED:
             log.warning("broker %d: ZooKeeper session expired", self.broker_id)
             if self.controller is not None:
-                self.controller.put(controller_events.Expire())
+                self.controller.expire()
         elif event is SessionEvent.NEW_SESSION and self._registration_wanted:
             task = asyncio.get_running_loop().create_task(self._reregister())
             self._reregistrations.add(task)

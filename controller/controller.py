@@ -88,6 +88,21 @@ class KafkaController:
     def put(self, event: ev.ControllerEvent) -> None:
         self._queue.put_nowait(event)
 
+    def expire(self) -> None:
+        """The ZooKeeper session expired: Kafka's ControllerEventManager.clearAndPut(Expire). Every queued event is
+        dropped, and those a caller waits on are answered as a deposed controller answers them (their preempt), so a
+        controller paused past its session resigns before it decides anything more; the broker's shutdown stays
+        queued behind the Expire."""
+        dropped: list[ev.ControllerEvent] = []
+        while not self._queue.empty():
+            dropped.append(self._queue.get_nowait())
+        self._queue.put_nowait(ev.Expire())
+        for event in dropped:
+            if isinstance(event, ev.Shutdown):
+                self._queue.put_nowait(event)
+            else:
+                _preempt(event)
+
     def set_unclean_default(self, enabled: bool) -> None:
         """The broker's unclean.leader.election.enable changed dynamically: read at the next election; turned on,
         the offline partitions are elected at once, as Kafka's DynamicLogConfig asks its controller to."""
@@ -1052,3 +1067,14 @@ class KafkaController:
         self._trace_reassignment(tp, "completed")
         if topic in ctx.topics_to_delete:
             await self._on_topic_deletion()
+
+
+def _preempt(event: ev.ControllerEvent) -> None:
+    """An event dropped from the queue on session expiry gets the answer Kafka's preempt() gives it: the controller
+    moved (NOT_CONTROLLER), so the caller asks the new one."""
+    if isinstance(event, ev.ControlledShutdown) and not event.reply.done():
+        event.reply.set_result((ErrorCode.not_controller.value, []))
+    elif isinstance(event, ev.ReplicaLeaderElection) and event.reply is not None and not event.reply.done():
+        event.reply.set_result(dict.fromkeys(event.partitions or (), pe.ElectionResult(ErrorCode.not_controller)))
+    elif isinstance(event, ev.ApiPartitionReassignment | ev.ListPartitionReassignments) and not event.reply.done():
+        event.reply.set_exception(ControllerMovedError("the controller's ZooKeeper session expired"))
