@@ -69,15 +69,30 @@ def partition_for(group_id: str, partitions: int) -> int:
 
 
 def map_store_error(error: ErrorCode) -> ErrorCode:
-    """What a client sees when writing to __consumer_offsets failed (GroupMetadataManager's mapping)."""
+    """What a client sees when writing offsets to __consumer_offsets failed (Kafka 2.8's
+    GroupMetadataManager.storeOffsets). A write that timed out stays REQUEST_TIMED_OUT: a leader whose high watermark
+    cannot advance (its followers fetch from a leader elected without it) answers that, after
+    offsets.commit.timeout.ms, and nothing else (docs/zombie-coordinator.md)."""
     if error in (ErrorCode.unknown_topic_or_partition, ErrorCode.not_enough_replicas,
-                 ErrorCode.not_enough_replicas_after_append, ErrorCode.request_timed_out):
+                 ErrorCode.not_enough_replicas_after_append):
         return ErrorCode.coordinator_not_available
+    # FENCED_LEADER_EPOCH: kafkasim's own append path only (Kafka's coordinator names no epoch); the leader moved
     if error in (ErrorCode.not_leader_or_follower, ErrorCode.kafka_storage_error, ErrorCode.fenced_leader_epoch):
         return ErrorCode.not_coordinator
     if error in (ErrorCode.message_too_large, ErrorCode.record_list_too_large, ErrorCode.invalid_fetch_size):
         return ErrorCode.invalid_commit_offset_size
-    return error if error == ErrorCode.none else ErrorCode.unknown_server_error
+    return error
+
+
+def map_store_group_error(error: ErrorCode) -> ErrorCode:
+    """What SyncGroup's members see when writing the group's assignment failed (Kafka 2.8's
+    GroupMetadataManager.storeGroup): as for offsets, except that a timed-out write asks them to rejoin
+    (REBALANCE_IN_PROGRESS) and a record too large is an unknown server error."""
+    if error == ErrorCode.request_timed_out:
+        return ErrorCode.rebalance_in_progress
+    if error in (ErrorCode.message_too_large, ErrorCode.record_list_too_large, ErrorCode.invalid_fetch_size):
+        return ErrorCode.unknown_server_error
+    return map_store_error(error)
 
 
 class DelayedJoin(DelayedOperation):
@@ -794,7 +809,8 @@ class GroupCoordinator:
         value = rec.GroupValue(group.protocol_type or "", group.generation_id, group.protocol_name,
                                group.leader_id, group.state_timestamp_ms, members)
         entry = (rec.encode_key(rec.GroupKey(group.group_id)), rec.encode_group_value(value))
-        self.append(self.partition_of(group.group_id), [entry], lambda error, *_: callback(map_store_error(error)))
+        self.append(self.partition_of(group.group_id), [entry],
+                    lambda error, *_: callback(map_store_group_error(error)))
 
     def _transition(self, group: GroupMetadata, state: GroupState, reason: str) -> None:
         old = group.transition_to(state, self.wall_now_ms)

@@ -26,7 +26,7 @@ OPERATIONS_FILE = "history.jsonl"  # `kafkasim analyze` reads its acknowledged s
 NEMESIS_FILE = "nemesis.jsonl"
 FINAL_READS_FILE = "final-reads.json"
 
-Function = Literal["send", "poll", "assign", "subscribe", "txn"]
+Function = Literal["send", "poll", "assign", "subscribe", "txn", "rewind"]
 OperationType = Literal["invoke", "ok", "fail", "info"]
 NemesisKind = Literal["kill", "pause", "partition", "zk-isolate", "slow", "controller", "bounce", "disk-full",
                       "zk-down"]
@@ -50,6 +50,16 @@ class PolledRecord(_Frozen):
     value: str | None
 
 
+class GroupOffset(_Frozen):
+    """A consumer group's committed offset of one partition (-1: none committed): after healing in the final reads,
+    or as a transformer's rewind was answered."""
+
+    group: str
+    topic: str
+    partition: int = Field(ge=0)
+    offset: int
+
+
 class Operation(_Frozen):
     """One half of a client operation.
 
@@ -64,6 +74,9 @@ class Operation(_Frozen):
                there (``values``, one per input record, to the input record's partition number); ok: committed,
                fail: definitely aborted (the error says why), info: the commit was asked for and its outcome is
                unknown.
+    rewind:    a transformer going back to its group's committed offsets after a transaction that did not commit
+               (the txn workload): ok carries the offsets the group coordinator answered (``offsets``, -1: none),
+               fail the error of the OffsetFetch.
     """
 
     index: int = Field(ge=0)
@@ -80,6 +93,7 @@ class Operation(_Frozen):
     partitions: tuple[TopicPartition, ...] = ()
     topics: tuple[str, ...] = ()
     values: tuple[str, ...] = ()  # a txn's output values, values[i] made from records[i]
+    offsets: tuple[GroupOffset, ...] = ()  # a rewind's committed offsets, as the group coordinator answered
     error: str | None = None      # the Kafka error name (NOT_ENOUGH_REPLICAS, _MSG_TIMED_OUT, ...)
 
     @model_validator(mode="after")
@@ -99,6 +113,8 @@ class Operation(_Frozen):
         if (self.f, self.type) == ("txn", "invoke") and (
                 self.topic is None or not self.records or len(self.values) != len(self.records)):
             raise ValueError("a txn invoke needs its output topic, its input records and one output value per record")
+        if self.offsets and (self.f, self.type) != ("rewind", "ok"):
+            raise ValueError("only a rewind ok carries committed offsets")
         if self.offset is not None and (self.f, self.type) != ("send", "ok"):
             raise ValueError("only a send ok carries an offset")
         return self
@@ -145,15 +161,6 @@ class IsolatedRead(_Frozen):
     topic: str
     partition: int = Field(ge=0)
     records: tuple[tuple[int, str | None], ...] = ()
-
-
-class GroupOffset(_Frozen):
-    """A consumer group's committed offset of one partition after healing (-1: none committed)."""
-
-    group: str
-    topic: str
-    partition: int = Field(ge=0)
-    offset: int
 
 
 class FinalReads(_Frozen):

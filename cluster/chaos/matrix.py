@@ -63,7 +63,7 @@ class MatrixRow(_Frozen):
     cell_id: str
     failure_mode: FailureMode
     broker_type: BrokerType
-    verdict: Literal["valid", "invalid", "unknown", "not run"]
+    verdict: Literal["valid", "invalid", "unknown", "kafka-known", "not run"]
     passed: bool | None            # None: not run
     acknowledged: int = 0
     lost: int = 0
@@ -97,7 +97,8 @@ def matrix_rows(results: Mapping[str, CheckResult], cells: Sequence[ReplicationC
     return [MatrixRow.from_result(cell, results.get(cell.cell_id)) for cell in cells]
 
 
-_VERDICT_STYLE = {"valid": "green", "invalid": "bold red", "unknown": "yellow", "not run": "dim"}
+_VERDICT_STYLE = {"valid": "green", "invalid": "bold red", "unknown": "yellow", "kafka-known": "magenta",
+                  "not run": "dim"}
 
 
 def matrix_table(rows: Sequence[MatrixRow], title: str = "replication test matrix (RF 3, min.insync.replicas 2)",

@@ -20,20 +20,32 @@ from typing import Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from cluster.chaos.history import FinalReads, Operation, PolledRecord
+from cluster.chaos.history import HEAL, FinalReads, NemesisEvent, Operation, PolledRecord
 
 TXN_ANOMALY_NAMES: tuple[str, ...] = (
-    "txn-lost", "txn-duplicate", "txn-aborted-read", "txn-partial", "txn-lost-commit", "txn-out-of-order",
-    "txn-unexpected-output", "txn-inconsistent-reads", "txn-unprocessed",
+    "txn-lost", "txn-duplicate", "txn-zombie-coordinator", "txn-aborted-read", "txn-partial", "txn-lost-commit",
+    "txn-out-of-order", "txn-unexpected-output", "txn-inconsistent-reads", "txn-unprocessed",
 )
 # not read into the output yet: the transformers did not get that far (a fault to the end of the drain), which
 # cannot tell lost from late, as "unseen"
 TXN_UNCERTAIN = frozenset({"txn-unprocessed"})
+# Kafka 2.8's own behaviour, not kafkasim's doing: a group coordinator cut off from ZooKeeper still answers OffsetFetch
+# from memory after its __consumer_offsets partition has a new leader (docs/zombie-coordinator.md). A run whose only
+# definite anomalies are these is reported as such, neither valid nor invalid.
+TXN_KAFKA_KNOWN = frozenset({"txn-zombie-coordinator"})
+# How long after a zk-isolate ends its broker may still answer as a zombie: it must reconnect, re-register and be
+# sent the LeaderAndIsr that makes it a follower (a few seconds; the margin is wide on purpose)
+ZOMBIE_GRACE_NS = 30 * 1_000_000_000
 
 TXN_DESCRIPTIONS: dict[str, str] = {
     "txn-lost": "an acknowledged input value with no copy in the committed output, though a committed transaction "
                 "consumed it or the group's committed offset is past it",
     "txn-duplicate": "an input value with more than one copy in the committed output (exactly-once broken)",
+    "txn-zombie-coordinator": "an input value with more than one copy in the committed output, the later copy made "
+                              "after its transformer rewound, during a zk-isolate, to committed offsets older than "
+                              "those an earlier committed copy had committed: a group coordinator cut off from "
+                              "ZooKeeper answered OffsetFetch from memory after its __consumer_offsets partition had "
+                              "a new leader. Kafka 2.8 does the same (docs/zombie-coordinator.md): not a kafkasim bug",
     "txn-aborted-read": "G1a for transactions: a read_committed reader was shown a value of an aborted transaction",
     "txn-partial": "atomicity: some of one transaction's output values are visible to read_committed, others not",
     "txn-lost-commit": "a transaction whose commit was acknowledged, with none of its values visible to "
@@ -88,6 +100,17 @@ class Transaction:
     output_topic: str
     inputs: tuple[PolledRecord, ...]
     outputs: tuple[str, ...]
+    completed_ns: int | None = None   # the completion's monotonic time (None: no completion)
+
+
+@dataclass(frozen=True)
+class Rewind:
+    """A transformer's return to the committed offsets its group coordinator answered (history ``rewind``)."""
+
+    index: int
+    process: str
+    invoked_ns: int
+    offsets: dict[tuple[str, int], int]   # (topic, partition) -> committed offset answered, -1: none
 
 
 Add = Callable[..., None]   # _Anomalies.add: (name, **AnomalyExample fields)
@@ -105,12 +128,33 @@ def transactions(pairs: dict[int, tuple[Operation, Operation | None]]) -> list[T
             index=index, process=invoke.process,
             outcome="info" if completion is None else completion.type,  # type: ignore[arg-type]  # never "invoke"
             error=completion.error if completion else "no completion", output_topic=invoke.topic,
-            inputs=invoke.records, outputs=invoke.values))
+            inputs=invoke.records, outputs=invoke.values, completed_ns=completion.mono_ns if completion else None))
     return found
 
 
+def rewinds(pairs: dict[int, tuple[Operation, Operation | None]]) -> list[Rewind]:
+    """The rewinds answered, in invoke order."""
+    return [Rewind(index=index, process=invoke.process, invoked_ns=invoke.mono_ns,
+                   offsets={(o.topic, o.partition): o.offset for o in completion.offsets})
+            for index, (invoke, completion) in sorted(pairs.items())
+            if invoke.f == "rewind" and completion is not None and completion.type == "ok"]
+
+
+def zk_isolations(nemesis: Iterable[NemesisEvent]) -> list[tuple[int, int | None]]:
+    """(start, end) of every zk-isolate, monotonic ns; end None: never healed. A heal ends every fault."""
+    windows: list[tuple[int, int | None]] = []
+    for event in sorted(nemesis, key=lambda e: e.mono_ns):
+        if event.type == "start" and event.kind == "zk-isolate":
+            windows.append((event.mono_ns, None))
+        elif event.type == "stop" and event.kind in ("zk-isolate", HEAL):
+            windows = [(start, event.mono_ns if end is None else end) for start, end in windows]
+    return windows
+
+
 def check_transactions(txns: Sequence[Transaction], sends: Iterable[InputSend], final_reads: FinalReads | None,
-                       add: Add) -> TxnSummary:
+                       add: Add, *, rewinds: Sequence[Rewind] = (),
+                       isolations: Sequence[tuple[int, int | None]] = ()) -> TxnSummary:
+    """``rewinds`` and ``isolations`` (zk-isolate windows) name the duplicates a zombie group coordinator made."""
     writer: dict[str, tuple[Transaction, int]] = {}
     for txn in txns:
         for i, value in enumerate(txn.outputs):
@@ -135,7 +179,8 @@ def check_transactions(txns: Sequence[Transaction], sends: Iterable[InputSend], 
     _inconsistent_reads(committed, uncommitted, add)
     unknown_visible = _atomicity(txns, visible, add)
     inputs = [s for s in sends if s.topic not in output_topics]
-    exactly_once = _exactly_once(txns, inputs, visible, writer, group_offsets, add)
+    zombie = _ZombieRewinds(rewinds, isolations)
+    exactly_once = _exactly_once(txns, inputs, visible, writer, group_offsets, add, zombie)
     _order(committed, writer, add)
 
     aborted_values = {value for txn in txns if txn.outcome == "fail" for value in txn.outputs}
@@ -210,7 +255,7 @@ def _atomicity(txns: Sequence[Transaction], visible: dict[str, list[Position]], 
 
 def _exactly_once(txns: Sequence[Transaction], inputs: Sequence[InputSend], visible: dict[str, list[Position]],
                   writer: dict[str, tuple[Transaction, int]], group_offsets: dict[tuple[str, int], int],
-                  add: Add) -> int:
+                  add: Add, zombie: _ZombieRewinds) -> int:
     copies: dict[str, list[tuple[Position, Transaction]]] = defaultdict(list)
     for value, positions in visible.items():
         if value in writer:
@@ -232,10 +277,13 @@ def _exactly_once(txns: Sequence[Transaction], inputs: Sequence[InputSend], visi
             exactly_once += 1
         if len(found) > 1:
             topic, partition, _ = found[0][0]
-            add("txn-duplicate", topic=topic, partition=partition, values=(send.value,),
+            explained = zombie.explain(send.value, [t for _, t in found])
+            add("txn-zombie-coordinator" if explained else "txn-duplicate", topic=topic, partition=partition,
+                values=(send.value,),
                 offsets=tuple(p[2] for p, _ in found), ops=tuple(sorted({send.index, *(t.index for _, t in found)})),
                 detail="copies by " + ", ".join(f"transaction {t.index} ({t.process}, {_OUTCOME[t.outcome]}) at "
-                                                f"{p[0]}-{p[1]}@{p[2]}" for p, t in found))
+                                                f"{p[0]}-{p[1]}@{p[2]}" for p, t in found)
+                       + (f"; {explained}" if explained else ""))
         if found or send.outcome != "ok":
             continue
         read = consumed.get(send.value)
@@ -257,6 +305,46 @@ def _exactly_once(txns: Sequence[Transaction], inputs: Sequence[InputSend], visi
                        + ("; read by a transformer, only in transactions that did not commit" if read else
                           "; no transformer read it"))
     return exactly_once
+
+
+class _ZombieRewinds:
+    """Which duplicates a zombie group coordinator explains. A later copy of an input is explained when its
+    transformer, before consuming it again, rewound during a zk-isolate (or within ZOMBIE_GRACE_NS of its end) to a
+    committed offset at or below the input's, after an earlier copy's transaction had completed: that transaction's
+    offsets were past the input, so the coordinator that answered had not seen them — one cut off from ZooKeeper,
+    answering from memory for a partition that had a new leader (Kafka 2.8's GroupCoordinator.handleFetchOffsets)."""
+
+    def __init__(self, rewinds: Sequence[Rewind], isolations: Sequence[tuple[int, int | None]]) -> None:
+        self.isolations = isolations
+        self.by_process: dict[str, list[Rewind]] = defaultdict(list)
+        for rewind in rewinds:
+            self.by_process[rewind.process].append(rewind)
+
+    def _isolated(self, mono_ns: int) -> bool:
+        return any(start <= mono_ns and (end is None or mono_ns <= end + ZOMBIE_GRACE_NS)
+                   for start, end in self.isolations)
+
+    def explain(self, value: str, copies: Sequence[Transaction]) -> str:
+        """Why each copy after the first is there, or "" when one of them is not explained."""
+        ordered = sorted({t.index: t for t in copies}.values(), key=lambda t: t.index)
+        if len(ordered) < 2 or not self.isolations:
+            return ""
+        reasons = []
+        for k, later in enumerate(ordered[1:], start=1):
+            record = next(r for r in later.inputs if r.value == value)
+            key = (record.topic, record.partition)
+            # the answer was at or before the input (-1: none committed), though a copy's commit had gone past it
+            stale = [rewind for rewind in self.by_process.get(later.process, ())
+                     if rewind.index < later.index and self._isolated(rewind.invoked_ns)
+                     and key in rewind.offsets and rewind.offsets[key] <= record.offset
+                     and any(t.completed_ns is not None and t.completed_ns < rewind.invoked_ns for t in ordered[:k])]
+            if not stale:
+                return ""
+            rewind = stale[-1]
+            reasons.append(f"{later.process} rewound (operation {rewind.index}) to "
+                           f"{record.topic}-{record.partition}@{rewind.offsets[key]} "
+                           f"during a zk-isolate, after a copy had committed past @{record.offset}")
+        return "; ".join(reasons)
 
 
 def _order(committed: dict[tuple[str, int], tuple[tuple[int, str | None], ...]],

@@ -59,6 +59,7 @@ class TxnWorkloadSettings:
     transaction_timeout_ms: int = 20000   # the coordinator aborts a transaction a dead transformer left open
     message_timeout_ms: int = 30000
     group: str = "kafkasim-chaos-txn"
+    session_timeout_ms: int = 10000   # the transformers' consumers' session.timeout.ms
     drain_s: float = 90.0             # how long the transformers may take to catch up once the input stops
 
     @property
@@ -115,8 +116,8 @@ class Transformer:
         consumer = Consumer({
             "bootstrap.servers": self.bootstrap, "group.id": self.settings.group, "client.id": self.process,
             "isolation.level": "read_committed", "enable.auto.commit": False, "auto.offset.reset": "earliest",
-            "enable.partition.eof": False, "session.timeout.ms": 10000, "heartbeat.interval.ms": 1000,
-            "max.poll.interval.ms": 120000})
+            "enable.partition.eof": False, "session.timeout.ms": self.settings.session_timeout_ms,
+            "heartbeat.interval.ms": 1000, "max.poll.interval.ms": 120000})
         consumer.subscribe([self.settings.input_topic])
         return consumer
 
@@ -237,15 +238,25 @@ class Transformer:
     def _rewind(self) -> None:
         """Back to the group's committed offsets, so the records of a transaction that did not commit are consumed
         again; a consumer that cannot seek (an assignment changing under it) is replaced, which rejoins the group
-        from the committed offsets too."""
+        from the committed offsets too. The offsets the coordinator answered are recorded (a ``rewind``): the
+        checker compares them with what committed transactions had already committed."""
         assert self.consumer is not None
+        invoke, answered = None, False
         try:
             assignment = self.consumer.assignment()
             if assignment:
-                for tp in self.consumer.committed(assignment, timeout=TXN_CALL_TIMEOUT_S):
+                invoke = self.recorder.invoke(self.process, "rewind")
+                committed = self.consumer.committed(assignment, timeout=TXN_CALL_TIMEOUT_S)
+                answered = True
+                self.recorder.complete(invoke, "ok", offsets=tuple(
+                    GroupOffset(group=self.settings.group, topic=tp.topic, partition=tp.partition,
+                                offset=tp.offset if tp.offset >= 0 else -1) for tp in committed))
+                for tp in committed:
                     self.consumer.seek(KafkaTopicPartition(tp.topic, tp.partition,
                                                            tp.offset if tp.offset >= 0 else OFFSET_BEGINNING))
-        except KafkaException:
+        except KafkaException as exc:
+            if invoke is not None and not answered:
+                self.recorder.complete(invoke, "fail", error=_name(exc))
             consumer, self.consumer = self.consumer, None
             self._drop(consumer)
             self.consumer = self._new_consumer()

@@ -13,6 +13,7 @@ from cluster.chaos.history import (
     FinalReads,
     GroupOffset,
     IsolatedRead,
+    NemesisEvent,
     Operation,
     PolledRecord,
     Recorder,
@@ -39,6 +40,7 @@ class Run:
         self.output_end: dict[int, int] = defaultdict(int)
         self.transactions = 0
         self.group: dict[int, int] = {}
+        self.nemesis: list[NemesisEvent] = []
 
     def _mono(self) -> int:
         self.ns += 1_000_000
@@ -98,8 +100,19 @@ class Run:
             group_offsets=tuple(GroupOffset(group=GROUP, topic=IN, partition=p, offset=self.group.get(p, -1))
                                 for p in partitions))
 
+    def rewind(self, offsets: dict[int, int], process: str = "transformer-0") -> int:
+        """A transformer's return to the committed offsets its coordinator answered (partition -> offset)."""
+        invoke = self.recorder.invoke(process, "rewind")
+        self.recorder.complete(invoke, "ok", offsets=tuple(
+            GroupOffset(group=GROUP, topic=IN, partition=p, offset=o) for p, o in offsets.items()))
+        return invoke.index
+
+    def fault(self, type: str, kind: str, targets: tuple[int, ...] = ()) -> None:
+        self.nemesis.append(NemesisEvent(type=type, kind=kind, ts_ms=1e12 + self.ns / 1e6, mono_ns=self._mono(),
+                                         targets=targets))
+
     def check(self, final: FinalReads | None = None) -> CheckResult:
-        return check(self.operations, final if final is not None else self.final())
+        return check(self.operations, final if final is not None else self.final(), self.nemesis)
 
 
 def clean_run() -> tuple[Run, list[PolledRecord], int]:
@@ -187,6 +200,61 @@ def test_an_input_value_in_the_committed_output_twice_is_a_duplicate():
     [example] = only(result, "txn-duplicate").examples
     assert example.values == ("v0",) and again in example.ops and first in example.ops
     assert len(example.offsets) == 2 and "transformer-0" in example.detail and "transformer-1" in example.detail
+
+
+def zombie_run(isolated: bool = True) -> tuple[Run, list[PolledRecord], int]:
+    """The schedule of tests/transaction/test_zombie_coordinator.py: v0 v1 committed; (a zk-isolate of the group
+    coordinator;) v2 v3 committed at the new coordinator; an abort, and a rewind answered by the zombie with the old
+    offset 2; v2 v3 copied again and committed. Returns the rewind's index."""
+    run = Run()
+    inputs = [run.send(f"v{n}") for n in range(4)]
+    run.txn(inputs[:2])
+    if isolated:
+        run.fault("start", "zk-isolate", (1,))
+    run.txn(inputs[2:])
+    run.txn(inputs[2:], outcome="fail")
+    rewind = run.rewind({0: 2})
+    run.txn(inputs[2:])
+    run.fault("stop", "heal")
+    return run, inputs, rewind
+
+
+def test_a_copy_made_after_a_rewind_to_stale_offsets_in_a_zk_isolate_is_kafkas_zombie_coordinator():
+    run, _, rewind = zombie_run()
+    result = run.check()
+    assert result.verdict == "kafka-known"
+    report = only(result, "txn-zombie-coordinator")
+    assert [e.values for e in report.examples] == [("v2",), ("v3",)]
+    assert f"operation {rewind}" in report.examples[0].detail and "zk-isolate" in report.examples[0].detail
+    assert result.counts["txn-duplicate"] == 0
+    # the rewinds are not the availability figures' operations either
+    assert result.availability.operations == 4
+
+
+def test_the_same_copies_without_a_zk_isolate_are_duplicates():
+    run, _, _ = zombie_run(isolated=False)
+    result = run.check()
+    assert result.verdict == "invalid"
+    assert [e.values for e in only(result, "txn-duplicate").examples] == [("v2",), ("v3",)]
+
+
+def test_a_zombie_duplicate_beside_any_other_definite_anomaly_leaves_the_run_invalid():
+    run, inputs, _ = zombie_run()
+    run.txn([inputs[0]], process="transformer-1")   # v0 again, with no rewind to explain it
+    result = run.check()
+    assert result.verdict == "invalid"
+    assert only(result, "txn-duplicate", "txn-zombie-coordinator").examples[0].values == ("v0",)
+
+
+def test_a_rewind_to_offsets_past_the_input_explains_no_copy():
+    run = Run()
+    inputs = [run.send(f"v{n}") for n in range(4)]
+    run.fault("start", "zk-isolate", (1,))
+    run.txn(inputs[:2])
+    run.txn(inputs[2:])
+    run.rewind({0: 4})   # up to date: the copy below has another cause
+    run.txn(inputs[2:])
+    assert run.check().verdict == "invalid"
 
 
 def test_a_value_of_an_aborted_transaction_visible_to_read_committed_is_an_aborted_read():
