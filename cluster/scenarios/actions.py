@@ -14,7 +14,7 @@ from typing import Any
 from cluster.final_logs import partition_records
 from cluster.lifecycle import start_broker
 from cluster.net import actions as net_actions
-from cluster.scenarios import group_actions
+from cluster.scenarios import group_actions, txn_actions
 from cluster.scenarios.context import HISTORY_FILE, ScenarioError, ScenarioRun, wait_until
 from cluster.scenarios.producers import BackgroundProducer, Sent, send
 from cluster.scenarios.raw_client import RETRIABLE_ROUTING, ProduceResult
@@ -179,37 +179,38 @@ def heal(run: ScenarioRun) -> dict[str, Any]:
     return {}
 
 
-def _last_role(run: ScenarioRun, broker: int, topic: str) -> te.ReplicaRoleChanged | None:
-    """What the broker last applied for ``topic``-0 (from a LeaderAndIsr): the broker's own belief."""
+def _last_role(run: ScenarioRun, broker: int, topic: str, partition: int = 0) -> te.ReplicaRoleChanged | None:
+    """What the broker last applied for ``topic``-``partition`` (from a LeaderAndIsr): the broker's own belief."""
     return next((e for e in reversed(run.traces(broker))
-                 if isinstance(e, te.ReplicaRoleChanged) and e.topic == topic and e.partition == 0), None)
+                 if isinstance(e, te.ReplicaRoleChanged) and e.topic == topic and e.partition == partition), None)
 
 
-def ask_role(run: ScenarioRun, broker: int, topic: str, label: str) -> dict[str, Any]:
-    """What ``broker`` believes about ``topic``-0, whatever ZooKeeper says: ``LABEL.role`` (leader, follower,
-    stopped), ``LABEL.leader`` and ``LABEL.leader_epoch``, from the last role change it traced."""
-    role = _last_role(run, int(broker), topic)
+def ask_role(run: ScenarioRun, broker: int, topic: str, label: str, partition: int = 0) -> dict[str, Any]:
+    """What ``broker`` believes about ``topic``-``partition`` (0), whatever ZooKeeper says: ``LABEL.role`` (leader,
+    follower, stopped), ``LABEL.leader`` and ``LABEL.leader_epoch``, from the last role change it traced."""
+    role = _last_role(run, int(broker), topic, int(partition))
     if role is None:
-        raise ScenarioError(f"broker {broker} never applied a role for {topic}-0")
+        raise ScenarioError(f"broker {broker} never applied a role for {topic}-{partition}")
     return {f"{label}.role": role.role, f"{label}.leader": role.leader, f"{label}.leader_epoch": role.leader_epoch}
 
 
 def wait_for_leader_and_isr(run: ScenarioRun, topic: str, without: int | list[int] | None = None,
-                            timeout_s: float = 15) -> dict[str, Any]:
-    """Until every replica of ``topic``-0 but ``without`` has applied the leader and leader epoch ZooKeeper names
-    (the controller's LeaderAndIsr reached it: the leader takes writes, the followers fetch from it); fact
-    ``applied_s:T``."""
+                            timeout_s: float = 15, partition: int = 0) -> dict[str, Any]:
+    """Until every replica of ``topic``-``partition`` (0) but ``without`` has applied the leader and leader epoch
+    ZooKeeper names (the controller's LeaderAndIsr reached it: the leader takes writes, the followers fetch from
+    it); fact ``applied_s:T``."""
     excluded = set(without if isinstance(without, list) else [] if without is None else [without])
+    partition = int(partition)
 
     def applied() -> bool:
-        view = run.state([topic]).partition(topic, 0)
+        view = run.state([topic]).partition(topic, partition)
         if view is None or view.leader < 0:
             return False
-        roles = [_last_role(run, b, topic) for b in view.replicas if b not in excluded]
+        roles = [_last_role(run, b, topic, partition) for b in view.replicas if b not in excluded]
         return all(r is not None and (r.leader, r.leader_epoch) == (view.leader, view.leader_epoch) for r in roles)
 
     started = time.monotonic()
-    wait_until(applied, timeout_s, f"the replicas of {topic}-0 to apply the leader ZooKeeper names")
+    wait_until(applied, timeout_s, f"the replicas of {topic}-{partition} to apply the leader ZooKeeper names")
     return {f"applied_s:{topic}": round(time.monotonic() - started, 2)}
 
 
@@ -655,4 +656,11 @@ ACTIONS: dict[str, Action] = {
     "wait_consumed": group_actions.wait_consumed,
     "kill9_consumer": group_actions.kill9_consumer,
     "wait_for_takeover": group_actions.wait_for_takeover,
+    "start_transformer": txn_actions.start_transformer,
+    "transaction": txn_actions.transaction,
+    "fetch_offsets": txn_actions.fetch_offsets,
+    "commit_offset": txn_actions.commit_offset,
+    "wait_for_coordinator_move": txn_actions.wait_for_coordinator_move,
+    "read_output": txn_actions.read_output,
+    "finish_transformer": txn_actions.finish_transformer,
 }

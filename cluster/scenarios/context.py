@@ -40,6 +40,7 @@ class ScenarioRun:
     frozen: dict[int, int] = field(default_factory=dict)  # broker -> pid of a broker stopped with SIGSTOP
     consumers: dict[str, Any] = field(default_factory=dict)  # "GROUP/N" -> a GroupConsumerProcess
     cut: bool = False  # a network fault is in force: the runner heals it if the story stops before its heal
+    transformer: Any = None  # the exactly-once story's TransformerStory (txn_actions): the runner closes its clients
 
     @property
     def layout(self) -> ClusterLayout:

@@ -1,6 +1,7 @@
 """Requests sent to one chosen broker, whatever the metadata says (kafka-python's protocol classes): a produce for
-stories that must decide who receives a write and act in the instant after its acknowledgement, and the
-OffsetForLeaderEpoch a KIP-320 client sends, to show a leader fencing an old epoch."""
+stories that must decide who receives a write and act in the instant after its acknowledgement, the
+OffsetForLeaderEpoch a KIP-320 client sends, to show a leader fencing an old epoch, and a group's OffsetFetch and
+OffsetCommit, to ask one broker what it holds as the group's coordinator (a zombie one included)."""
 
 from __future__ import annotations
 
@@ -18,11 +19,19 @@ from broker.log.records import Record, build_batch
 with warnings.catch_warnings():
     # kafka-python loads its message specs through importlib.resources calls deprecated since Python 3.11
     warnings.simplefilter("ignore", DeprecationWarning)
+    from kafka.protocol.consumer import (
+        OffsetCommitRequest,
+        OffsetCommitResponse,
+        OffsetFetchRequest,
+        OffsetFetchResponse,
+    )
     from kafka.protocol.consumer.offsets import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
     from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
 
 PRODUCE_VERSION = 8
 OFFSET_FOR_LEADER_EPOCH_VERSION = 3
+OFFSET_FETCH_VERSION = 7    # require_stable (KIP-447), as a read_committed member asks
+OFFSET_COMMIT_VERSION = 7
 # a leader that has not applied its LeaderAndIsr yet, or moved: a client refreshes its metadata and retries
 RETRIABLE_ROUTING = {e.value for e in (ErrorCode.unknown_topic_or_partition, ErrorCode.leader_not_available,
                                        ErrorCode.not_leader_or_follower, ErrorCode.unknown_leader_epoch,
@@ -74,6 +83,39 @@ def offset_for_leader_epoch(host: str, port: int, topic: str, current_leader_epo
     response = call(host, port, request, OFFSET_FOR_LEADER_EPOCH_VERSION, OffsetForLeaderEpochResponse, 15)
     answer = response.topics[0].partitions[0]
     return EpochEnd(answer.error_code, answer.leader_epoch, answer.end_offset)
+
+
+@dataclass(frozen=True)
+class CommittedOffset:
+    error_code: int      # the partition's error, else the response's
+    offset: int          # -1: none committed
+
+    @property
+    def error_name(self) -> str:
+        return ErrorCode(self.error_code).name.upper()
+
+
+def offset_fetch(host: str, port: int, group: str, topic: str, timeout_s: float = 20) -> CommittedOffset:
+    """The committed offset of ``group`` for partition 0 of ``topic``, asked of the broker at host:port as a
+    read_committed member asks (OffsetFetch v7, require_stable: UNSTABLE_OFFSET_COMMIT while a transaction's
+    offsets are pending there)."""
+    request = OffsetFetchRequest(group_id=group, require_stable=True, topics=[
+        OffsetFetchRequest.OffsetFetchRequestTopic(name=topic, partition_indexes=[0])])
+    response = call(host, port, request, OFFSET_FETCH_VERSION, OffsetFetchResponse, timeout_s)
+    partition = next(p for t in response.topics for p in t.partitions)
+    return CommittedOffset(response.error_code or partition.error_code, partition.committed_offset)
+
+
+def offset_commit(host: str, port: int, group: str, topic: str, offset: int, timeout_s: float = 30) -> int:
+    """An admin tool's commit (generation -1, no member: allowed for a group without members) of ``offset`` for
+    partition 0 of ``topic``, sent to the broker at host:port: the partition's error code."""
+    topic_class = OffsetCommitRequest.OffsetCommitRequestTopic
+    partition = topic_class.OffsetCommitRequestPartition(partition_index=0, committed_offset=offset,
+                                                         committed_leader_epoch=-1, committed_metadata="")
+    request = OffsetCommitRequest(group_id=group, generation_id_or_member_epoch=-1, member_id="",
+                                  group_instance_id=None, topics=[topic_class(name=topic, partitions=[partition])])
+    response = call(host, port, request, OFFSET_COMMIT_VERSION, OffsetCommitResponse, timeout_s)
+    return response.topics[0].partitions[0].error_code
 
 
 def call(host: str, port: int, request: Any, version: int, response_class: Any, timeout_s: float) -> Any:

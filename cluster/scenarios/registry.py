@@ -15,6 +15,7 @@ from cluster.scenarios.library import (
     min_insync_replicas,
     unclean_election,
     unclean_leader_changes,
+    zombie_coordinator,
     zombie_leader,
 )
 from cluster.scenarios.model import Scenario
@@ -36,6 +37,7 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     unclean_leader_changes.KIP279,
     group_rebalance.SCENARIO,
     zombie_leader.SCENARIO,
+    zombie_coordinator.SCENARIO,
 )}
 
 

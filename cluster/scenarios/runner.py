@@ -73,6 +73,8 @@ def run_scenario(scenario: Scenario, options: Options, data_dir: Path, console: 
             producer.stop()
         for consumer in run.consumers.values():
             consumer.stop()
+        if run.transformer is not None:
+            run.transformer.close()
         for broker in list(run.frozen):
             thaw(run, broker)  # a story that failed between freeze and thaw leaves no broker stopped
         if run.cut:
