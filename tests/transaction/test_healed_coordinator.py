@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import time
 import warnings
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, TopicPartition
@@ -26,7 +24,6 @@ from confluent_kafka.admin import AdminClient
 from broker.group.coordinator import partition_for
 from broker.group.manager import OFFSETS_TOPIC
 from cluster.net import actions
-from tests.cluster.test_netns import remove_by_name, start
 from tests.harness import RunningCluster, wait_until
 from tests.replication.support import connect, controller_and_others, make_topic
 from tests.transaction.test_zombie_coordinator import commit_offset, fetch_offset, leaders, name_led_by
@@ -43,15 +40,6 @@ AT_ZOMBIE, AT_SUCCESSOR = 5, 9
 # from the healed broker's LeaderAndIsr to every broker naming the leader that answers the new offset: a few
 # UpdateMetadata round trips on a quiet cluster (measured well under a second), with room for a loaded machine
 CONVERGED_S = 15
-
-
-@pytest.fixture
-def netns_cluster(tmp_path: Path) -> Iterator[RunningCluster]:
-    data_dir = tmp_path / "cluster"
-    try:
-        yield start(data_dir, brokers=3)
-    finally:
-        remove_by_name(data_dir)
 
 
 def find_coordinator(cluster: RunningCluster, broker: int, group: str) -> tuple[int, int]:
