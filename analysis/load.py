@@ -70,7 +70,8 @@ def _is_operation_history(path: Path) -> bool:
 
 def load_history(spark: SparkSession, run_dir: Path, extra: list[Path] | None = None) -> DataFrame | None:
     """Acknowledged writes from both history formats: the workload histories' lines as they are, and the
-    acknowledged sends (``f`` send, ``type`` ok) of chaos histories, an unknown offset as -1."""
+    acknowledged sends (``f`` send, ``type`` ok) of chaos histories, an unknown offset as -1, but for the keyed sends
+    to a compacted topic."""
     files = history_files(run_dir) + list(extra or [])
     if not files:
         return None
@@ -81,9 +82,12 @@ def load_history(spark: SparkSession, run_dir: Path, extra: list[Path] | None = 
     if writes:
         frames.append(spark.read.schema(schema).option("mode", "FAILFAST").json(writes))
     if operations:
-        with_kind = StructType([*schema.fields, StructField("f", StringType()), StructField("type", StringType())])
+        with_kind = StructType([*schema.fields, StructField("f", StringType()), StructField("type", StringType()),
+                                StructField("key", StringType())])
+        # a keyed send went to a compacted topic, whose cleaner removes superseded values by design: the chaos
+        # checker holds those to compaction's promise (cluster/chaos/compaction_checker.py), not to survival
         sends = spark.read.schema(with_kind).option("mode", "FAILFAST").json(operations).where(
-            (F.col("f") == "send") & (F.col("type") == "ok"))
+            (F.col("f") == "send") & (F.col("type") == "ok") & F.col("key").isNull())
         frames.append(sends.select(*(F.coalesce(F.col("offset"), F.lit(OFFSET_UNKNOWN)).cast(field.dataType)
                                      .alias("offset") if field.name == "offset" else F.col(field.name)
                                      for field in schema.fields)))

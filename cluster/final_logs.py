@@ -30,8 +30,27 @@ def partition_records(broker: int, topic: str, partition: int, directory: Path) 
             for record in batch:
                 yield StoredRecord(broker=broker, topic=topic, partition=partition, offset=record.offset,
                                    leader_epoch=header.partition_leader_epoch, value=value_text(record.value),
+                                   key=value_text(record.key),
                                    producer_id=header.producer_id, producer_epoch=header.producer_epoch)
         position += header.size
+
+
+def log_end_offset(directory: Path) -> int:
+    """The offset after the last whole batch of a replica's log on disk (-1: no batch, or no such log). Unlike its
+    size, this is the same on every replica of a compacted partition once they caught up: each replica's cleaner
+    rewrites its own segments, at its own times, and never moves an offset."""
+    for path in sorted(directory.glob("*.log"), reverse=True):
+        data = path.read_bytes()
+        position, end = 0, -1
+        while position + HEADER_SIZE <= len(data):
+            header = parse_header(data, position)
+            if header.size < HEADER_SIZE or position + header.size > len(data):
+                break  # a torn tail
+            end = header.next_offset
+            position += header.size
+        if end >= 0:
+            return end
+    return -1
 
 
 def broker_records(broker: int, log_dirs: list[Path]) -> Iterator[StoredRecord]:

@@ -46,6 +46,7 @@ class StoredRecord(BaseModel):
     offset: int
     leader_epoch: int
     value: str | None
+    key: str | None = None   # the record's key, as text (a compacted topic's records: a tombstone is known by it)
     # the batch's idempotent producer (-1: none), so a checker can tell a client's re-send under a new producer
     # epoch from a broker appending one batch twice
     producer_id: int = -1

@@ -5,19 +5,30 @@ Anomaly names are Jepsen's (jepsen.tests.kafka) where Jepsen has one. What may b
 rules: only an ``ok`` send can be lost; an ``info`` send may or may not appear (but not twice); a ``fail`` send
 that appears is an aborted read. Without the final reads a missing value is only ``unseen`` — Jepsen's word for
 "not read yet", which cannot tell lost from late — unless a later offset of its partition was read.
+
+A compacted topic's values are not expected to survive: the cleaner removes every record a later one of its key
+replaced, and deletes. Its values are left out of lost-write and unseen, a poll may skip what the cleaner removed,
+its replicas may differ in what each has cleaned, and what compaction promises instead is checked by
+``compaction_checker``.
 """
 
 from __future__ import annotations
 
 import bisect
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict
 
+from cluster.chaos.compaction_checker import (
+    COMPACTION_ANOMALY_NAMES,
+    COMPACTION_DESCRIPTIONS,
+    check_compaction,
+    last_offsets_by_key,
+)
 from cluster.chaos.history import FinalReads, NemesisEvent, Operation, ReplicaRead
 from cluster.chaos.txn_checker import (
     TXN_ANOMALY_NAMES,
@@ -34,9 +45,11 @@ from cluster.chaos.txn_checker import (
 AnomalyName = Literal[
     "lost-write", "duplicate", "client-resend", "unexpected-value", "inconsistent-offsets", "nonmonotonic-send",
     "nonmonotonic-poll", "int-nonmonotonic-poll", "poll-skip", "int-poll-skip", "aborted-read", "dirty-read",
-    "divergent-replicas", "unseen",
+    "divergent-replicas", "unseen", "compacted-lost-latest", "compacted-resurrected", "compacted-tombstone-early",
+    "compacted-offset-changed",
 ]
 ANOMALY_NAMES: tuple[str, ...] = get_args(AnomalyName)
+assert set(COMPACTION_ANOMALY_NAMES) <= set(ANOMALY_NAMES)
 # Reported, but they do not make a run invalid: "unseen" may just be late (Jepsen's :error-types, not :bad-)
 UNCERTAIN = frozenset({"unseen"}) | TXN_UNCERTAIN
 # Reported, but not the brokers' doing, so the run stays valid: the client wrote one value twice under two
@@ -65,7 +78,7 @@ DESCRIPTIONS: dict[str, str] = {
     "dirty-read": "a poll returned a value that is not in the partition's log after healing",
     "divergent-replicas": "replicas of a partition hold different records below their shortest log end",
     "unseen": "an acknowledged value nobody read, with no final reads to tell lost from late",
-} | TXN_DESCRIPTIONS
+} | COMPACTION_DESCRIPTIONS | TXN_DESCRIPTIONS
 
 
 class _Frozen(BaseModel):
@@ -144,9 +157,11 @@ class Send:
     topic: str
     partition: int | None
     offset: int | None
-    value: str
+    value: str | None             # None: a tombstone (its key says of what)
     outcome: Literal["ok", "fail", "info"]
     error: str | None = None
+    key: str | None = None
+    invoked_ms: float = 0.0       # wall clock of the invoke: the record cannot be older
 
 
 @dataclass(frozen=True)
@@ -174,30 +189,39 @@ class _Anomalies:
 
 
 def check(operations: Sequence[Operation], final_reads: FinalReads | None = None,
-          nemesis: Sequence[NemesisEvent] = (), *, max_examples: int = 20) -> CheckResult:
+          nemesis: Sequence[NemesisEvent] = (), *, compacted: Mapping[str, int] | None = None,
+          max_examples: int = 20) -> CheckResult:
     """``operations`` in history order (as written); ``final_reads`` every replica's log after healing (only
-    the workload's topics are looked at); ``nemesis`` to name the faults around the longest outage."""
+    the workload's topics are looked at); ``nemesis`` to name the faults around the longest outage; ``compacted``
+    the compacted topics among the workload's, each with its delete.retention.ms."""
+    compacted = dict(compacted or {})
     pairs = pair_operations(operations)
     sends = _sends(pairs)
+    tombstones = _tombstones(pairs)
     polls = [(op.process, op) for op in operations if op.f == "poll" and op.type == "ok"]
-    topics = {s.topic for s in sends.values()} | {r.topic for _, p in polls for r in p.records}
+    topics = ({s.topic for s in sends.values()} | {s.topic for s in tombstones}
+              | {r.topic for _, p in polls for r in p.records})
     replicas: dict[Partition, list[ReplicaRead]] = defaultdict(list)
     for replica in (final_reads.replicas if final_reads else ()):
         if replica.topic in topics:
             replicas[(replica.topic, replica.partition)].append(replica)
 
-    observations = _observations(sends, polls, replicas)
+    observations = _observations(sends, polls, replicas, tombstones)
     final_logs = {tp: _final_log(reads) for tp, reads in replicas.items()}
     anomalies = _Anomalies()
     writers = {(read.topic, read.partition, offset): (producer_id, epoch)
                for reads in replicas.values() for read in reads for offset, producer_id, epoch in read.writers}
-    _offsets_and_values(observations, sends, writers, anomalies)
-    _lost_and_unseen(sends, observations, final_logs, anomalies)
+    _offsets_and_values(observations, sends, writers, anomalies, compacted)
+    _lost_and_unseen({v: s for v, s in sends.items() if s.topic not in compacted}, observations, final_logs, anomalies)
     _nonmonotonic_sends(sends, anomalies)
-    _consumer_order(operations, sends, anomalies)
+    _consumer_order(operations, sends, anomalies, {tp: log for tp, log in final_logs.items() if tp[0] in compacted},
+                    compacted)
     _aborted_reads(sends, observations, anomalies)
-    _dirty_reads(observations, final_logs, sends, anomalies)
-    _divergent_replicas(replicas, anomalies)
+    _dirty_reads(observations, final_logs, sends, anomalies, _final_keys(replicas, sends, compacted))
+    _divergent_replicas(replicas, anomalies, compacted)
+    if compacted:
+        check_compaction([*sends.values(), *tombstones], replicas, compacted,
+                         final_reads.read_ts_ms if final_reads else None, anomalies.add)
     # the txn workload: its transactions, or the output read back after healing, even if no transaction ran
     txns = transactions(pairs)
     txn_summary = None
@@ -222,9 +246,10 @@ def check(operations: Sequence[Operation], final_reads: FinalReads | None = None
         availability=availability({i: pair for i, pair in pairs.items() if pair[0].f not in ("txn", "rewind")},
                                   [op for op in operations if op.f not in ("txn", "rewind")], nemesis),
         summary=Summary(
-            sends=len(sends), acknowledged=sum(s.outcome == "ok" for s in sends.values()),
-            failed=sum(s.outcome == "fail" for s in sends.values()),
-            indeterminate=sum(s.outcome == "info" for s in sends.values()),
+            sends=len(sends) + len(tombstones),
+            acknowledged=sum(s.outcome == "ok" for s in (*sends.values(), *tombstones)),
+            failed=sum(s.outcome == "fail" for s in (*sends.values(), *tombstones)),
+            indeterminate=sum(s.outcome == "info" for s in (*sends.values(), *tombstones)),
             polls=len(polls), records_polled=sum(len(p.records) for _, p in polls),
             partitions=len({(o.topic, o.partition) for o in observations}),
             partitions_with_final_reads=len(replicas)),
@@ -254,28 +279,40 @@ def pair_operations(operations: Iterable[Operation]) -> dict[int, tuple[Operatio
 
 
 def _sends(pairs: dict[int, tuple[Operation, Operation | None]]) -> dict[str, Send]:
+    """The sends of a value, by value (tombstones are ``_tombstones``')."""
     sends: dict[str, Send] = {}
     for index, (invoke, completion) in sorted(pairs.items()):
-        if invoke.f != "send":
+        if invoke.f != "send" or invoke.value is None:
             continue
-        assert invoke.value is not None and invoke.topic is not None  # Operation's validator
         if invoke.value in sends:
             raise ValueError(f"value {invoke.value!r} is sent by operations {sends[invoke.value].index} and {index}: "
                              "the checker needs a unique value per send to tell duplicates and losses apart")
-        done = completion or invoke
-        sends[invoke.value] = Send(
-            index=index, process=invoke.process, topic=invoke.topic,
-            partition=done.partition if done.partition is not None else invoke.partition,
-            offset=completion.offset if completion else None, value=invoke.value,
-            outcome="info" if completion is None else completion.type,  # type: ignore[arg-type]  # never "invoke"
-            error=completion.error if completion else "no completion")
+        sends[invoke.value] = _send(invoke, completion)
     return sends
 
 
+def _tombstones(pairs: dict[int, tuple[Operation, Operation | None]]) -> list[Send]:
+    """The sends of a null value to a key (deletes of a compacted topic), in invoke order: known by key and offset."""
+    return [_send(invoke, completion) for _, (invoke, completion) in sorted(pairs.items())
+            if invoke.f == "send" and invoke.value is None]
+
+
+def _send(invoke: Operation, completion: Operation | None) -> Send:
+    assert invoke.topic is not None  # Operation's validator
+    done = completion or invoke
+    return Send(
+        index=invoke.index, process=invoke.process, topic=invoke.topic,
+        partition=done.partition if done.partition is not None else invoke.partition,
+        offset=completion.offset if completion else None, value=invoke.value,
+        outcome="info" if completion is None else completion.type,  # type: ignore[arg-type]  # never "invoke"
+        error=completion.error if completion else "no completion", key=invoke.key, invoked_ms=invoke.ts_ms)
+
+
 def _observations(sends: dict[str, Send], polls: list[tuple[str, Operation]],
-                  replicas: dict[Partition, list[ReplicaRead]]) -> list[Observation]:
+                  replicas: dict[Partition, list[ReplicaRead]], tombstones: Iterable[Send] = ()) -> list[Observation]:
     seen = [Observation(s.topic, s.partition, s.offset, s.value, "ack", op=s.index)
-            for s in sends.values() if s.outcome == "ok" and s.offset is not None and s.partition is not None]
+            for s in (*sends.values(), *tombstones)
+            if s.outcome == "ok" and s.offset is not None and s.partition is not None]
     seen += [Observation(r.topic, r.partition, r.offset, r.value, "poll", op=poll.index)
              for _, poll in polls for r in poll.records]
     seen += [Observation(read.topic, read.partition, offset, value, "replica", broker=read.broker)
@@ -300,12 +337,17 @@ def _by_op(observations: Iterable[Observation]) -> tuple[tuple[int, ...], tuple[
 
 
 def _offsets_and_values(observations: list[Observation], sends: dict[str, Send],
-                        writers: dict[tuple[str, int, int], tuple[int, int]], anomalies: _Anomalies) -> None:
-    """``writers``: the (producer id, producer epoch) of the batch that holds each replica-read offset."""
+                        writers: dict[tuple[str, int, int], tuple[int, int]], anomalies: _Anomalies,
+                        compacted: Mapping[str, int]) -> None:
+    """``writers``: the (producer id, producer epoch) of the batch that holds each replica-read offset. A compacted
+    topic's tombstones are checked by key (compaction_checker), and its values where they were read against where
+    they were acknowledged: found elsewhere is ``compacted-offset-changed``, as the cleaner never moves a record."""
     at_offset: dict[tuple[str, int, int], list[Observation]] = defaultdict(list)
     positions: dict[str | None, dict[tuple[str, int, int], list[Observation]]] = defaultdict(lambda: defaultdict(list))
     for o in observations:
         at_offset[(o.topic, o.partition, o.offset)].append(o)
+        if o.topic in compacted and (o.value is None or o.source == "ack"):
+            continue
         positions[o.value][(o.topic, o.partition, o.offset)].append(o)
 
     for (topic, partition, offset), seen in sorted(at_offset.items()):
@@ -337,6 +379,15 @@ def _offsets_and_values(observations: list[Observation], sends: dict[str, Send],
             anomalies.add("unexpected-value", topic=first[0], partition=first[1],
                           offsets=tuple(sorted(k[2] for k in where)), values=(value,), ops=ops, brokers=brokers,
                           detail=_sources(every))
+        elif send.topic in compacted and send.offset is not None and (
+                send.topic, send.partition, send.offset) not in where:
+            # found only elsewhere (copies at its own offset and elsewhere are duplicates or a client's re-send)
+            moved = sorted(where)
+            anomalies.add("compacted-offset-changed", topic=send.topic, partition=send.partition,
+                          offsets=(send.offset, *(k[2] for k in moved)), values=(value,),
+                          ops=tuple(sorted({send.index, *ops})), brokers=brokers,
+                          detail=f"acknowledged at {send.offset}, read at "
+                                 + ", ".join(f"{t}-{p}@{o}" for t, p, o in moved) + f" by {_sources(every)}")
 
 
 def _lost_and_unseen(sends: dict[str, Send], observations: list[Observation],
@@ -392,14 +443,22 @@ def _nonmonotonic_sends(sends: dict[str, Send], anomalies: _Anomalies) -> None:
                                      f"got {earlier.offset}")
 
 
-def _consumer_order(operations: Sequence[Operation], sends: dict[str, Send], anomalies: _Anomalies) -> None:
+def _consumer_order(operations: Sequence[Operation], sends: dict[str, Send], anomalies: _Anomalies,
+                    compacted_logs: Mapping[Partition, tuple[int, dict[int, str | None]]],
+                    compacted: Mapping[str, int]) -> None:
     """Each consumer's positions per partition, reset by assign and subscribe (a new assignment may start
     anywhere). Going back is nonmonotonic; jumping over an offset some producer was acknowledged at is a skip —
-    offsets without an acknowledged value (failed or unknown sends, markers) may be skipped freely."""
+    offsets without an acknowledged value (failed or unknown sends, markers) may be skipped freely. On a compacted
+    topic the cleaner may have removed an acknowledged record before the poll came by: only one still in the final
+    log (``compacted_logs``) was there to be read (consumers read below the high watermark, which is never truncated;
+    cleaning only removes)."""
     acknowledged: dict[Partition, list[Send]] = defaultdict(list)
     for s in sends.values():
         if s.outcome == "ok" and s.offset is not None and s.partition is not None:
-            acknowledged[(s.topic, s.partition)].append(s)
+            tp = (s.topic, s.partition)
+            if s.topic in compacted and (tp not in compacted_logs or compacted_logs[tp][1].get(s.offset) != s.value):
+                continue
+            acknowledged[tp].append(s)
     acked_offsets: dict[Partition, list[int]] = {}
     for tp, acked in acknowledged.items():
         acked.sort(key=lambda s: s.offset)  # type: ignore[arg-type,return-value]
@@ -452,24 +511,36 @@ def _aborted_reads(sends: dict[str, Send], observations: list[Observation], anom
 
 
 def _dirty_reads(observations: list[Observation], final_logs: dict[Partition, tuple[int, dict[int, str | None]]],
-                 sends: dict[str, Send], anomalies: _Anomalies) -> None:
+                 sends: dict[str, Send], anomalies: _Anomalies, final_keys: Mapping[Partition, dict[str, int]]) -> None:
     """A poll can only return what a later log no longer has if it read above the high watermark of a leader
-    that was then truncated — or if the write was lost after being read."""
+    that was then truncated — or if the write was lost after being read. On a compacted topic (``final_keys``: each
+    key's last offset in its final log) the cleaner removes what a later record of the key replaced, and deletes:
+    a value whose key has a later record, or none left (compaction_checker judges that), is not missed; a polled
+    tombstone is checked by key there too."""
     final_values = {tp: set(records.values()) for tp, (_, records) in final_logs.items()}
     for o in sorted((o for o in observations if o.source == "poll"), key=lambda o: (o.topic, o.partition, o.offset)):
         tp = (o.topic, o.partition)
         if tp not in final_logs or o.offset < final_logs[tp][0] or o.value in final_values[tp]:
             continue
         send = sends.get(o.value) if o.value is not None else None
+        if tp in final_keys:
+            if send is None:
+                continue  # a tombstone (judged by its key), or a value never sent: an unexpected value
+            last = final_keys[tp].get(send.key) if send.key is not None else o.offset
+            if last is None or last > o.offset:
+                continue  # compacted away: replaced by a later record of its key, or deleted
         anomalies.add("dirty-read", topic=o.topic, partition=o.partition, offsets=(o.offset,), values=(o.value,),
                       ops=(o.op,) if send is None else (o.op, send.index),  # type: ignore[arg-type]
                       detail="absent from the log after healing"
                              + (f"; its send {send.index} was {send.outcome}" if send else ""))
 
 
-def _divergent_replicas(replicas: dict[Partition, list[ReplicaRead]], anomalies: _Anomalies) -> None:
+def _divergent_replicas(replicas: dict[Partition, list[ReplicaRead]], anomalies: _Anomalies,
+                        compacted: Mapping[str, int]) -> None:
     """Below the shortest log end every replica must hold the same records (leader epochs' truncation makes
-    followers agree with the leader); above it a follower may simply not have fetched yet."""
+    followers agree with the leader); above it a follower may simply not have fetched yet. A compacted topic's
+    replicas clean their own segments at their own times: they must agree where they all still hold an offset (the
+    cleaner never moves one), and what each may have removed is compaction_checker's to judge."""
     for (topic, partition), reads in sorted(replicas.items()):
         if len(reads) < 2:
             continue
@@ -477,7 +548,11 @@ def _divergent_replicas(replicas: dict[Partition, list[ReplicaRead]], anomalies:
         start = max(r.log_start_offset for r in reads)
         end = min(r.log_end_offset for r in reads)
         logs = [dict(r.records) for r in reads]
-        differing = [o for o in range(start, end) if len({(o in log, log.get(o)) for log in logs}) > 1]
+        if topic in compacted:
+            differing = [o for o in sorted(set().union(*logs)) if start <= o < end
+                         and len({log[o] for log in logs if o in log}) > 1]
+        else:
+            differing = [o for o in range(start, end) if len({(o in log, log.get(o)) for log in logs}) > 1]
         if differing:
             first = differing[0]
             anomalies.add("divergent-replicas", topic=topic, partition=partition, offsets=(first,),
@@ -485,6 +560,21 @@ def _divergent_replicas(replicas: dict[Partition, list[ReplicaRead]], anomalies:
                           detail=f"{len(differing)} offset(s) differ in [{start}, {end}); at {first}: "
                                  + ", ".join(f"broker {r.broker} {log.get(first, '<missing>')!r}"
                                              for r, log in zip(reads, logs, strict=True)))
+
+
+def _final_keys(replicas: dict[Partition, list[ReplicaRead]], sends: dict[str, Send],
+                compacted: Mapping[str, int]) -> dict[Partition, dict[str, int]]:
+    """Each compacted partition's keys and their last offset in the log consumers read after healing."""
+    value_key = {value: s.key for value, s in sends.items() if s.topic in compacted}
+    final: dict[Partition, dict[str, int]] = {}
+    for tp, reads in replicas.items():
+        if tp[0] in compacted:
+            chosen = [r for r in reads if r.leader] or reads
+            final[tp] = {}
+            for read in chosen:
+                for key, offset in last_offsets_by_key(read.records, dict(read.keys), value_key).items():
+                    final[tp][key] = max(offset, final[tp].get(key, -1))
+    return final
 
 
 def availability(pairs: dict[int, tuple[Operation, Operation | None]], operations: Sequence[Operation],

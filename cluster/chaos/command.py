@@ -29,7 +29,7 @@ from cluster.chaos.runner import (
 )
 from cluster.chaos.schedule import KIND_HELP, NemesisSpecError, parse_nemesis
 from cluster.chaos.txn_workload import TxnWorkloadSettings
-from cluster.chaos.workload import WorkloadSettings
+from cluster.chaos.workload import DEFAULT_COMPACTED_TOPICS, WorkloadSettings
 from cluster.processes import ClusterError
 
 DEFAULT_NEMESIS_LOOPBACK = "kill,pause,controller,bounce,zk-down"
@@ -75,6 +75,11 @@ def _run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--idempotent", action=argparse.BooleanOptionalAction, default=True,
                         help="the queue workload's producers (the txn workload's input producer always is)")
     parser.add_argument("--rate", type=float, default=200.0, help="sends per second (default 200)")
+    parser.add_argument("--compacted-topics", type=int, default=None, metavar="N",
+                        help="queue workload: the last N of its topics are compacted (cleanup.policy=compact, a "
+                             "segment rolled every 2 s, delete.retention.ms 5 s), written with keyed values and "
+                             "tombstones over 30 keys and checked by compaction's promise (default 1: chaos-b; "
+                             "0: none)")
     parser.add_argument("--transformers", type=int, default=2,
                         help="txn workload: consume-transform-produce loops, each a group member with its own "
                              "transactional.id (default 2)")
@@ -116,10 +121,17 @@ def _settings(args: argparse.Namespace, seed: int) -> ChaosSettings:
 
 def _workload(args: argparse.Namespace) -> WorkloadSettings | TxnWorkloadSettings:
     if args.workload == "queue":
-        return WorkloadSettings(acks=args.acks, idempotent=args.idempotent, rate=args.rate)
+        compacted = DEFAULT_COMPACTED_TOPICS if args.compacted_topics is None else args.compacted_topics
+        settings = WorkloadSettings(acks=args.acks, idempotent=args.idempotent, rate=args.rate, compacted=compacted)
+        if not 0 <= compacted <= len(settings.topics):
+            raise ClusterError(f"--compacted-topics takes 0 to {len(settings.topics)}, the queue workload's topics "
+                               f"({', '.join(settings.topics)}); got {compacted}")
+        return settings
     if args.acks != "all" or not args.idempotent:
         raise ClusterError("--workload txn fills its input with an idempotent acks=all producer: "
                            "--acks and --no-idempotent are the queue workload's")
+    if args.compacted_topics is not None:
+        raise ClusterError("--compacted-topics is the queue workload's: the txn workload's topics are not compacted")
     if args.transformers < 1 or args.transaction_size < 1:
         raise ClusterError("--transformers and --transaction-size must be at least 1")
     return TxnWorkloadSettings(rate=args.rate, transformers=args.transformers,

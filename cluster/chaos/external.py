@@ -26,7 +26,7 @@ from cluster.chaos.history import (
     read_nemesis,
     read_operations,
 )
-from cluster.chaos.runner import RESULTS_FILE, ChaosRun, ChaosSettings, finish_run
+from cluster.chaos.runner import RESULTS_FILE, ChaosRun, ChaosSettings, compacted_topics, finish_run
 from cluster.chaos.workload import Workload, WorkloadSettings
 from cluster.processes import ClusterError
 
@@ -58,7 +58,8 @@ def run_against(settings: ChaosSettings, bootstrap: str, out: Path, say: Callabl
         workload.stop_readers()
     final = _read_to_the_end(bootstrap, workload_settings, leaders)
     (out / FINAL_READS_FILE).write_text(final.model_dump_json() + "\n")
-    result = check(read_operations(out / OPERATIONS_FILE), final, read_nemesis(out / NEMESIS_FILE))
+    result = check(read_operations(out / OPERATIONS_FILE), final, read_nemesis(out / NEMESIS_FILE),
+                   compacted=compacted_topics(workload_settings))
     ops_per_s = workload.counters.acknowledged / sending_s
     return finish_run(out, result, [], ops_per_s, None, {
         "seed": settings.seed, "duration_s": settings.duration_s, "nemesis": [], "bootstrap": bootstrap,
@@ -69,8 +70,8 @@ def _create_topics(bootstrap: str, workload: WorkloadSettings, overrides: dict[s
     admin = AdminClient({"bootstrap.servers": bootstrap})
     brokers = len(admin.list_topics(timeout=10).brokers)
     config = {k: v for k, v in overrides.items() if k in ("min.insync.replicas", "unclean.leader.election.enable")}
-    futures = admin.create_topics([NewTopic(t, workload.partitions, min(3, brokers), config=config)
-                                   for t in workload.topics])
+    futures = admin.create_topics([NewTopic(t, workload.partitions, min(3, brokers),
+                                            config=config | workload.topic_config(t)) for t in workload.topics])
     for topic, future in futures.items():
         try:
             future.result(30)
@@ -88,23 +89,30 @@ def _create_topics(bootstrap: str, workload: WorkloadSettings, overrides: dict[s
 
 
 def _read_to_the_end(bootstrap: str, workload: WorkloadSettings, leaders: dict[tuple[str, int], int]) -> FinalReads:
-    """Every partition from offset 0 to its high watermark, as its leader serves it now."""
+    """Every partition from offset 0 to its high watermark, as its leader serves it now, with the records' keys
+    (a compacted topic's tombstones are known by them). A compacted partition's last record is never cleaned (it is
+    in the active segment), so reading up to the high watermark still ends on a record."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "kafkasim-chaos-final-read",
                          "enable.auto.commit": False, "enable.partition.eof": False})
     try:
         ends = {tp: consumer.get_watermark_offsets(KafkaTopicPartition(*tp), timeout=10)[1] for tp in leaders}
         consumer.assign([KafkaTopicPartition(t, p, 0) for (t, p) in leaders])
         records: dict[tuple[str, int], list[tuple[int, str | None]]] = {tp: [] for tp in leaders}
+        keys: dict[tuple[str, int], list[tuple[int, str]]] = {tp: [] for tp in leaders}
         deadline = time.monotonic() + 120
         while any((records[tp][-1][0] + 1 if records[tp] else 0) < ends[tp] for tp in leaders):
             if time.monotonic() > deadline:
                 raise ClusterError(f"could not read every partition of {bootstrap} to its end within 120 s")
             for message in consumer.consume(500, timeout=0.5):
                 if message.error() is None:
-                    value = message.value()
-                    records[(message.topic(), message.partition())].append(
-                        (message.offset(), None if value is None else value.decode("utf-8", "replace")))
+                    value, key = message.value(), message.key()
+                    tp = (message.topic(), message.partition())
+                    records[tp].append((message.offset(), None if value is None else value.decode("utf-8", "replace")))
+                    if key is not None:
+                        keys[tp].append((message.offset(), key.decode("utf-8", "replace")))
+        read_ts_ms = time.time() * 1000
     finally:
         consumer.close()
     return FinalReads(replicas=tuple(ReplicaRead(broker=leaders[tp], topic=tp[0], partition=tp[1], leader=True,
-                                                 records=tuple(records[tp])) for tp in sorted(leaders)))
+                                                 records=tuple(records[tp]), keys=tuple(keys[tp]))
+                                     for tp in sorted(leaders)), read_ts_ms=read_ts_ms)

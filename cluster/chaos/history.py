@@ -63,9 +63,10 @@ class GroupOffset(_Frozen):
 class Operation(_Frozen):
     """One half of a client operation.
 
-    send:      invoke carries topic, value (unique in the run) and the partition if the client chose it;
-               ok carries partition and offset (offset None: librdkafka reported the write persisted without
-               its offset, as an idempotent producer may).
+    send:      invoke carries topic, value (unique in the run) and the partition if the client chose it, and the
+               record's key when it has one (a compacted topic's sends); a tombstone (null value, a delete) carries
+               its key and no value; ok carries partition and offset (offset None: librdkafka reported the write
+               persisted without its offset, as an idempotent producer may).
     poll:      ok carries every record the poll returned, in the order returned.
     assign:    partitions the consumer reads from now on; its offsets may start anywhere again.
     subscribe: topics on the invoke; a group consumer's new assignment (on_assign) is recorded as an assign.
@@ -89,6 +90,7 @@ class Operation(_Frozen):
     partition: int | None = Field(default=None, ge=0)
     offset: int | None = Field(default=None, ge=0)
     value: str | None = None
+    key: str | None = None        # a send's record key (compacted topics); with no value: a tombstone
     records: tuple[PolledRecord, ...] = ()
     partitions: tuple[TopicPartition, ...] = ()
     topics: tuple[str, ...] = ()
@@ -102,8 +104,11 @@ class Operation(_Frozen):
             raise ValueError("a fail completion needs the error that made it definite")
         if self.type in ("invoke", "ok") and self.error is not None:
             raise ValueError(f"an {self.type} has no error (use fail or info)")
-        if self.f == "send" and self.type == "invoke" and (self.topic is None or self.value is None):
-            raise ValueError("a send invoke needs its topic and its unique value")
+        if self.f == "send" and self.type == "invoke" and (self.topic is None or
+                                                           (self.value is None and self.key is None)):
+            raise ValueError("a send invoke needs its topic and its unique value (a tombstone: its key)")
+        if self.key is not None and self.f != "send":
+            raise ValueError("only a send carries a key")
         if self.f == "send" and self.type == "ok" and self.partition is None:
             raise ValueError("a send ok needs the partition the write went to")
         if self.records and (self.f, self.type) not in (("poll", "ok"), ("txn", "invoke")):
@@ -134,7 +139,8 @@ class NemesisEvent(_Frozen):
 
 
 class ReplicaRead(_Frozen):
-    """One replica's log of one partition, read after healing: (offset, value) in offset order."""
+    """One replica's log of one partition, read after healing: (offset, value) in offset order, and the key of each
+    record that has one (``keys``, in offset order: a compacted topic's records; a tombstone is known by its key)."""
 
     broker: int
     topic: str
@@ -144,6 +150,7 @@ class ReplicaRead(_Frozen):
     leader: bool = False          # the partition's leader at read time: its log is what consumers will read
     # (offset, producer id, producer epoch) of each record an idempotent producer wrote, when the read saw batches
     writers: tuple[tuple[int, int, int], ...] = ()
+    keys: tuple[tuple[int, str], ...] = ()
 
     @property
     def log_end_offset(self) -> int:
@@ -167,24 +174,31 @@ class FinalReads(_Frozen):
     replicas: tuple[ReplicaRead, ...] = ()
     isolated: tuple[IsolatedRead, ...] = ()          # the txn workload's output, read by consumers
     group_offsets: tuple[GroupOffset, ...] = ()      # the txn workload's transformers' group
+    # wall clock (epoch ms) when the logs were read, after the brokers stopped: no cleaning ran later, so a tombstone
+    # sent less than delete.retention.ms before it cannot have been removed (None: unknown, not checked)
+    read_ts_ms: float | None = None
 
     @classmethod
     def from_stored_records(cls, stored: Iterable[StoredRecord], leaders: dict[tuple[str, int], int] | None = None,
-                            ) -> FinalReads:
+                            read_ts_ms: float | None = None) -> FinalReads:
         """From ``cluster.final_logs`` records (any order); ``leaders`` maps (topic, partition) to its leader."""
         grouped: dict[tuple[int, str, int], list[tuple[int, str | None]]] = {}
         writers: dict[tuple[int, str, int], list[tuple[int, int, int]]] = {}
+        keys: dict[tuple[int, str, int], list[tuple[int, str]]] = {}
         for record in stored:
-            key = (record.broker, record.topic, record.partition)
-            grouped.setdefault(key, []).append((record.offset, record.value))
+            replica = (record.broker, record.topic, record.partition)
+            grouped.setdefault(replica, []).append((record.offset, record.value))
             if record.producer_id >= 0:
-                writers.setdefault(key, []).append((record.offset, record.producer_id, record.producer_epoch))
+                writers.setdefault(replica, []).append((record.offset, record.producer_id, record.producer_epoch))
+            if record.key is not None:
+                keys.setdefault(replica, []).append((record.offset, record.key))
         leaders = leaders or {}
         return cls(replicas=tuple(
             ReplicaRead(broker=broker, topic=topic, partition=partition, records=tuple(sorted(records)),
                         leader=leaders.get((topic, partition)) == broker,
-                        writers=tuple(sorted(writers.get((broker, topic, partition), ()))))
-            for (broker, topic, partition), records in sorted(grouped.items())))
+                        writers=tuple(sorted(writers.get((broker, topic, partition), ()))),
+                        keys=tuple(sorted(keys.get((broker, topic, partition), ()))))
+            for (broker, topic, partition), records in sorted(grouped.items())), read_ts_ms=read_ts_ms)
 
     def of(self, topic: str, partition: int) -> list[ReplicaRead]:
         return [r for r in self.replicas if (r.topic, r.partition) == (topic, partition)]
@@ -287,7 +301,8 @@ class Recorder:
     def complete(self, invoke: Operation, type: Literal["ok", "fail", "info"], **fields: Any) -> Operation:
         if invoke.type != "invoke":
             raise ValueError(f"operation {invoke.index} is a {invoke.type}, not an invoke")
-        carried: dict[str, Any] = {"topic": invoke.topic, "partition": invoke.partition, "value": invoke.value}
+        carried: dict[str, Any] = {"topic": invoke.topic, "partition": invoke.partition, "value": invoke.value,
+                                   "key": invoke.key}
         operation = Operation(index=invoke.index, type=type, process=invoke.process, f=invoke.f,
                               ts_ms=self._wall_ms(), mono_ns=self._monotonic_ns(), **(carried | fields))
         self._operations(operation)

@@ -23,9 +23,10 @@ def cell_settings(cell: ReplicationCell, duration_s: float, seed: int) -> ChaosS
     return ChaosSettings(
         seed=seed, duration_s=duration_s, nemesis=(),
         overrides={"min.insync.replicas": str(cell.min_insync_replicas), "unclean.leader.election.enable": "false"},
-        # Kafka's VerifiableProducer sends 1000 messages/s; one producer and one reader, as in the test
+        # Kafka's VerifiableProducer sends 1000 messages/s; one producer and one reader, as in the test, on a topic
+        # that is not compacted (every acknowledged value must survive)
         workload=WorkloadSettings(topics=(TOPIC,), partitions=cell.partitions, producers=1, readers=1,
-                                  group_members=0, rate=500.0, acks=cell.acks))
+                                  group_members=0, rate=500.0, acks=cell.acks, compacted=0))
 
 
 def cell_script(cell: ReplicationCell) -> Callable[[Nemesis, Recorder], None]:

@@ -39,8 +39,14 @@ from cluster.chaos.history import (
 from cluster.chaos.nemesis import Nemesis, NemesisError, unsupported_kinds
 from cluster.chaos.schedule import NemesisStep, ScheduleSettings, nemesis_schedule
 from cluster.chaos.txn_workload import TxnWorkload, TxnWorkloadSettings
-from cluster.chaos.workload import CLIENT_LOGGER, CLOSE_TIMEOUT_S, Workload, WorkloadSettings
-from cluster.final_logs import broker_records
+from cluster.chaos.workload import (
+    CLIENT_LOGGER,
+    CLOSE_TIMEOUT_S,
+    DEFAULT_COMPACTED_TOPICS,
+    Workload,
+    WorkloadSettings,
+)
+from cluster.final_logs import broker_records, log_end_offset
 from cluster.disk import recorded_mounts, unmount_log_dirs
 from cluster.lifecycle import down, up
 from cluster.processes import ClusterError, ClusterLayout
@@ -64,7 +70,8 @@ class ChaosSettings:
     overrides: dict[str, str] = field(default_factory=lambda: {
         "min.insync.replicas": "2", "unclean.leader.election.enable": "false"})
     # WorkloadSettings: the queue workload (producers, readers, group members); TxnWorkloadSettings: the txn one
-    workload: WorkloadSettings | TxnWorkloadSettings = field(default_factory=WorkloadSettings)
+    workload: WorkloadSettings | TxnWorkloadSettings = field(
+        default_factory=lambda: WorkloadSettings(compacted=DEFAULT_COMPACTED_TOPICS))
     schedule: ScheduleSettings = field(default_factory=ScheduleSettings)
     settle_s: float = 90.0
     profile: str = "classroom"
@@ -170,6 +177,7 @@ def run_chaos(settings: ChaosSettings, out: Path, say: Callable[[str], None] = p
         unmount_log_dirs(recorded_mounts(spec), lambda _: None)
         raise
     try:
+        read_ts_ms = time.time() * 1000   # the brokers are down: no cleaning after this
         stored = [record for broker in spec.brokers
                   for record in broker_records(broker.broker_id,
                                                [ClusterLayout(data_dir).broker_dir(broker.broker_id) / "logs"])
@@ -181,9 +189,10 @@ def run_chaos(settings: ChaosSettings, out: Path, say: Callable[[str], None] = p
     for broker in spec.brokers:
         (out / FINAL_LOGS_DIR / f"broker-{broker.broker_id}.jsonl").write_text("".join(
             record.model_dump_json() + "\n" for record in stored if record.broker == broker.broker_id))
-    final = FinalReads.from_stored_records(stored, leaders).model_copy(update=read_back)
+    final = FinalReads.from_stored_records(stored, leaders, read_ts_ms).model_copy(update=read_back)
     (out / FINAL_READS_FILE).write_text(final.model_dump_json() + "\n")
-    result = check(read_operations(out / OPERATIONS_FILE), final, read_nemesis(out / NEMESIS_FILE))
+    result = check(read_operations(out / OPERATIONS_FILE), final, read_nemesis(out / NEMESIS_FILE),
+                   compacted=compacted_topics(settings.workload))
     return finish_run(out, result, steps, workload.counters.acknowledged / sending_s, settled_s, {
         "seed": settings.seed, "duration_s": settings.duration_s, "nemesis": list(settings.nemesis),
         "workload": "txn" if isinstance(settings.workload, TxnWorkloadSettings) else "queue",
@@ -254,11 +263,21 @@ def _client_log(path: Path) -> Iterator[None]:
         handler.close()
 
 
+def compacted_topics(workload: WorkloadSettings | TxnWorkloadSettings) -> dict[str, int]:
+    """The workload's compacted topics and their delete.retention.ms, as the checker takes them."""
+    if not isinstance(workload, WorkloadSettings):
+        return {}
+    return {topic: workload.delete_retention_ms for topic in workload.compacted_topics}
+
+
 def _create_topics(zookeeper: str, settings: ChaosSettings) -> None:
+    workload = settings.workload
+
     async def create() -> None:
         async with connected(zookeeper) as zk:
-            for topic in settings.workload.topics:
-                await create_topic(zk, topic, settings.workload.partitions, min(3, settings.brokers))
+            for topic in workload.topics:
+                await create_topic(zk, topic, workload.partitions, min(3, settings.brokers),
+                                   workload.topic_config(topic) if isinstance(workload, WorkloadSettings) else None)
             deadline = time.monotonic() + 30
             while time.monotonic() < deadline:
                 state = await read_cluster_state(zk, list(settings.workload.topics))
@@ -306,12 +325,14 @@ def _sleep_until(moment: float) -> None:
 
 class _Settle:
     """Seconds from the end of the last fault until every partition has a leader, its whole replica set in the
-    ISR and every replica's log at the same length."""
+    ISR and every replica's log at the same length: the same size, or for a compacted topic, whose replicas each
+    clean their own segments when they like, the same log end offset."""
 
     def __init__(self, zookeeper: str, data_dir: Path, settings: ChaosSettings) -> None:
         self.zookeeper = zookeeper
         self.layout = ClusterLayout(data_dir)
         self.topics = list(settings.workload.topics)
+        self.compacted = set(compacted_topics(settings.workload))
         self.healed_at = time.monotonic()
         self.settled_s: float | None = None
 
@@ -320,8 +341,11 @@ class _Settle:
             state = await read_cluster_state(zk, self.topics)
         if not state.partitions or any(p.leader < 0 or sorted(p.isr) != sorted(p.replicas) for p in state.partitions):
             return False
-        return all(len({_log_bytes(self.layout.broker_dir(b) / "logs" / f"{p.topic}-{p.partition}")
+        return all(len({self._length(p.topic, self.layout.broker_dir(b) / "logs" / f"{p.topic}-{p.partition}")
                         for b in p.replicas}) == 1 for p in state.partitions)
+
+    def _length(self, topic: str, directory: Path) -> int:
+        return log_end_offset(directory) if topic in self.compacted else _log_bytes(directory)
 
     def wait(self, deadline: float) -> float | None:
         """Polls until settled or ``deadline`` (monotonic); the settle time once known, else None."""

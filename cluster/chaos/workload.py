@@ -2,6 +2,10 @@
 invoke and its completion (Jepsen's history), with confluent-kafka, so what is checked is what an unmodified
 client saw.
 
+The last ``compacted`` topics are compacted (cleanup.policy=compact, with settings that make the cleaner run every
+few seconds): their sends are keyed, over a small key space, and now and then a tombstone (a null value) deletes a
+key, so the checker can hold the cleaner to compaction's promise (docs/compaction.md).
+
 Each client runs in its own thread: librdkafka calls back on the thread that polls it, and a slow or
 blocked client (a partitioned leader) must not hold the others up.
 """
@@ -9,6 +13,7 @@ blocked client (a partitioned leader) must not hold the others up.
 from __future__ import annotations
 
 import logging
+import random
 import threading
 import time
 from collections.abc import Sequence
@@ -44,6 +49,11 @@ def release(name: str, client: Producer | Consumer, timeout_s: float = CLOSE_TIM
     return not closer.is_alive()
 
 
+# `chaos run` and `campaign` compact the last of the workload's topics (chaos-b) unless told otherwise, so every run
+# exercises the log cleaner under faults; chaos-a stays a queue, where every acknowledged value must survive
+DEFAULT_COMPACTED_TOPICS = 1
+
+
 @dataclass(frozen=True)
 class WorkloadSettings:
     topics: tuple[str, ...] = ("chaos-a", "chaos-b")
@@ -55,6 +65,29 @@ class WorkloadSettings:
     acks: str = "all"
     idempotent: bool = True
     message_timeout_ms: int = 30000
+    # the last N topics are compacted topics; none unless asked for, so a workload of one topic (the txn workload's
+    # input, the replication matrix) stays a queue: `kafkasim chaos run` and ChaosSettings ask for
+    # DEFAULT_COMPACTED_TOPICS
+    compacted: int = 0
+    keys: int = 30            # each compacted partition's key space
+    tombstone_share: float = 0.1   # of a compacted topic's sends, the share that deletes a key
+    # a compacted topic's delete.retention.ms: its tombstones may go this long after a cleaning first sees them
+    delete_retention_ms: int = 5000
+
+    @property
+    def compacted_topics(self) -> tuple[str, ...]:
+        return self.topics[len(self.topics) - self.compacted:] if self.compacted > 0 else ()
+
+    def topic_config(self, topic: str) -> dict[str, str]:
+        """Topic configs at creation: a compacted topic's make its cleaner run within a short run (Kafka's defaults,
+        a 1 GiB segment and 7 days before a roll, would leave every record in the active segment, never cleaned)."""
+        if topic not in self.compacted_topics:
+            return {}
+        return {"cleanup.policy": "compact",
+                "segment.bytes": "16384", "segment.ms": "2000",  # a roll every few seconds: the active segment is
+                "min.cleanable.dirty.ratio": "0.01",              # never cleaned, so many inactive ones
+                "min.compaction.lag.ms": "0",
+                "delete.retention.ms": str(self.delete_retention_ms)}
 
 
 @dataclass
@@ -77,7 +110,8 @@ def _error_name(error: KafkaError) -> str:
 
 
 class ChaosProducer:
-    """Sends ``<process>-<n>`` values to every partition in turn, at its share of the rate."""
+    """Sends ``<process>-<n>`` values to every partition in turn, at its share of the rate; to a compacted topic
+    ``<process>-<n>:<key>`` with that key, or a tombstone of the key (``tombstone_share`` of them)."""
 
     def __init__(self, process: str, bootstrap: str, settings: WorkloadSettings, recorder: Recorder,
                  counters: WorkloadCounters, stop: threading.Event) -> None:
@@ -94,6 +128,7 @@ class ChaosProducer:
             logger=logging.getLogger(CLIENT_LOGGER))
         self.thread = threading.Thread(target=self._run, name=process, daemon=True)
         self._lock = threading.Lock()
+        self._random = random.Random(process)   # the keys and tombstones of a process: the same in every run
 
     def _on_delivery(self, invoke: Operation, sent_ns: int, error: KafkaError | None, message) -> None:
         if error is None:
@@ -112,15 +147,21 @@ class ChaosProducer:
     def _run(self) -> None:
         interval = self.settings.producers / self.settings.rate
         targets = [(topic, p) for p in range(self.settings.partitions) for topic in self.settings.topics]
+        compacted = set(self.settings.compacted_topics)
         n = 0
         next_at = time.monotonic()
         while not self.stop.is_set():
             topic, partition = targets[n % len(targets)]
-            value = f"{self.process}-{n}"
-            invoke = self.recorder.invoke(self.process, "send", topic=topic, partition=partition, value=value)
+            value: str | None = f"{self.process}-{n}"
+            key = None
+            if topic in compacted:
+                key = f"key-{self._random.randrange(self.settings.keys):02d}"
+                value = None if self._random.random() < self.settings.tombstone_share else f"{value}:{key}"
+            invoke = self.recorder.invoke(self.process, "send", topic=topic, partition=partition, value=value, key=key)
             sent_ns = time.monotonic_ns()
             try:
-                self.producer.produce(topic, value=value.encode(), partition=partition,
+                self.producer.produce(topic, value=None if value is None else value.encode(),
+                                      key=None if key is None else key.encode(), partition=partition,
                                       on_delivery=lambda err, msg, i=invoke, s=sent_ns: self._on_delivery(i, s, err,
                                                                                                              msg))
                 self.counters.sent += 1

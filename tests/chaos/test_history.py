@@ -90,6 +90,7 @@ def test_an_unknown_field_is_named_with_its_line(tmp_path):
     ({"type": "fail", "f": "send"}, "a fail completion needs the error"),
     ({"type": "invoke", "f": "send", "topic": "t"}, "a send invoke needs its topic and its unique value"),
     ({"type": "ok", "f": "send", "topic": "t"}, "a send ok needs the partition"),
+    ({"type": "ok", "f": "poll", "key": "k"}, "only a send carries a key"),
     ({"type": "ok", "f": "poll", "offset": 3}, "only a send ok carries an offset"),
     ({"type": "ok", "f": "send", "partition": 0, "error": "X"}, "an ok has no error"),
     ({"type": "invoke", "f": "txn", "topic": "out", "records": ({"topic": "in", "partition": 0, "offset": 0,
@@ -123,6 +124,22 @@ def test_final_reads_round_trip_and_are_built_from_the_dumped_replica_logs(tmp_p
     (tmp_path / "final-reads.json").write_text(reads.model_dump_json())
     assert read_final_reads(tmp_path / "final-reads.json") == reads
     assert ReplicaRead(broker=1, topic="t", partition=0, log_start_offset=7).log_end_offset == 7
+
+
+def test_a_tombstone_is_a_send_of_a_key_without_a_value_and_its_completion_carries_the_key():
+    operations: list[Operation] = []
+    recorder = Recorder(operations.append, [].append, lambda: 0.0, lambda: 0)
+    invoke = recorder.invoke("producer-0", "send", topic="t", partition=0, value=None, key="key-07")
+    done = recorder.complete(invoke, "ok", partition=0, offset=3)
+    assert (done.value, done.key, done.offset) == (None, "key-07", 3)
+
+
+def test_final_reads_keep_each_records_key_and_when_the_logs_were_read():
+    stored = [StoredRecord(broker=1, topic="t", partition=0, offset=o, leader_epoch=0, value=v, key=k)
+              for o, k, v in ((2, "b", None), (0, "a", "a1"), (1, None, "x"))]
+    [read] = FinalReads.from_stored_records(stored, read_ts_ms=5.0).replicas
+    assert read.records == ((0, "a1"), (1, "x"), (2, None)) and read.keys == ((0, "a"), (2, "b"))
+    assert FinalReads.from_stored_records(stored, read_ts_ms=5.0).read_ts_ms == 5.0
 
 
 @pytest.mark.parametrize(("error", "retries", "outcome"), [

@@ -63,3 +63,17 @@ def test_collect_of_a_folder_without_traces_says_what_it_expected(tmp_path: Path
     (tmp_path / "empty").mkdir()
     assert main(["--data-dir", str(tmp_path / "empty"), "traces", "collect", "--out", str(tmp_path / "o")]) == 2
     assert "no trace files" in capsys.readouterr().err
+
+
+def test_a_replicas_log_end_offset_is_read_from_its_last_whole_batch(tmp_path: Path):
+    from cluster.final_logs import log_end_offset
+
+    directory = tmp_path / "table-0"
+    directory.mkdir()
+    assert log_end_offset(directory) == -1
+    for base, count in ((0, 3), (7, 2)):   # a gap at 3..6, as a compacted log has
+        batch = bytearray(build_batch([Record(b"k", b"v%d" % i, 0) for i in range(count)]))
+        assign_offset_and_epoch(batch, 0, base, 1)
+        (directory / f"{base:020d}.log").write_bytes(bytes(batch) + (bytes(batch[:20]) if base == 7 else b""))
+    (directory / f"{20:020d}.log").write_bytes(b"")   # a new, empty active segment
+    assert log_end_offset(directory) == 9
