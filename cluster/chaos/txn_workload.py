@@ -22,6 +22,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from confluent_kafka import (
     OFFSET_BEGINNING,
@@ -345,6 +346,9 @@ def _wait(condition: Callable[[], bool], deadline: float) -> bool:
         time.sleep(0.5)
 
 
+T = TypeVar("T")
+
+
 class Offsets:
     """The offsets the drain and the read-back wait on, through one admin client and one consumer of the group
     (which never joins it) for the whole end of the run."""
@@ -355,6 +359,19 @@ class Offsets:
         # asked as a read_committed member asks, so a transaction's pending offsets are waited for (KIP-447)
         self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": settings.group,
                                   "enable.auto.commit": False, "isolation.level": "read_committed"})
+
+    @classmethod
+    def ask_fresh(cls, bootstrap: str, settings: TxnWorkloadSettings, ask: Callable[[Offsets], T]) -> tuple[T] | None:
+        """``ask`` of a fresh Offsets (a new consumer, so a new FindCoordinator), once: ``(answer,)``, or None when
+        it failed. Right after a coordinator moves, the old one answers NOT_COORDINATOR once, which librdkafka's
+        committed() does not retry; the caller asks again."""
+        offsets = cls(bootstrap, settings)
+        try:
+            return (ask(offsets),)
+        except (KafkaException, TimeoutError):
+            return None
+        finally:
+            offsets.close()
 
     def latest(self, topic: str, level: IsolationLevel) -> dict[tuple[str, int], int]:
         futures = self.admin.list_offsets({KafkaTopicPartition(topic, p): OffsetSpec.latest()

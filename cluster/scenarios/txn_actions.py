@@ -346,17 +346,8 @@ def _nemesis(run: ScenarioRun) -> list[NemesisEvent]:
 
 
 def _ask(run: ScenarioRun, story: TransformerStory, ask: Callable[[Offsets], Any], deadline: float) -> Any:
-    """``ask`` of a fresh Offsets (a new consumer, so a new FindCoordinator), again until it answers: a healed
-    zombie answers NOT_COORDINATOR for a moment, which librdkafka's committed() does not retry."""
-    def attempt() -> tuple[Any] | None:
-        offsets = Offsets(run.bootstrap_servers, story.settings)
-        try:
-            return (ask(offsets),)
-        except (KafkaException, TimeoutError):
-            return None
-        finally:
-            offsets.close()
-
+    """``ask`` of a fresh Offsets, again until it answers (a healed zombie answers NOT_COORDINATOR for a moment)."""
+    attempt = lambda: Offsets.ask_fresh(run.bootstrap_servers, story.settings, ask)  # noqa: E731
     return wait_until(attempt, max(1.0, deadline - time.monotonic()), "the group's offsets", interval_s=0.5)[0]
 
 

@@ -21,7 +21,7 @@ import time
 import warnings
 
 import pytest
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
 from broker.group.coordinator import partition_for
@@ -170,16 +170,8 @@ class Run:
         self.transformer.consumer = self.transformer.producer = None
 
     def offsets(self, ask, deadline: float):
-        """``ask`` of a fresh Offsets (a new consumer, so a new FindCoordinator), again until it answers: once healed,
-        the zombie answers NOT_COORDINATOR for a while, which librdkafka's committed() does not retry."""
-        def attempt():
-            offsets = Offsets(self.bootstrap, self.settings)
-            try:
-                return (ask(offsets),)
-            except (KafkaException, TimeoutError):
-                return None
-            finally:
-                offsets.close()
+        """``ask`` of a fresh Offsets, again until it answers (once healed, the zombie answers NOT_COORDINATOR once)."""
+        attempt = lambda: Offsets.ask_fresh(self.bootstrap, self.settings, ask)  # noqa: E731
         return wait_until(attempt, max(1.0, deadline - time.monotonic()), "the group's offsets", interval_s=0.5)[0]
 
     def finish(self, deadline: float) -> FinalReads:
